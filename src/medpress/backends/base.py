@@ -1,0 +1,99 @@
+"""The one small interface every model backend implements."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
+
+from medpress.conditions import Message
+
+Reasoning = Literal["on", "off"]
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Sampling parameters, recorded with every run.
+
+    ``max_tokens`` of 384 leaves room for a full answer of the length the references have
+    (about 60-120 words) while keeping small local models fast. ``reasoning=None`` leaves the
+    model's default; ``json_mode`` asks for a JSON object where the backend supports it.
+    """
+
+    temperature: float = 0.0
+    max_tokens: int = 384
+    seed: int | None = 0
+    reasoning: Reasoning | None = None
+    json_mode: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens,
+                "seed": self.seed, "reasoning": self.reasoning, "json_mode": self.json_mode}
+
+    def with_seed(self, seed: int | None) -> GenerateConfig:
+        return replace(self, seed=seed)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One model call. ``key`` is opaque to the backend and comes back on the result."""
+
+    key: Hashable
+    messages: list[Message]
+    config: GenerateConfig = field(default_factory=GenerateConfig)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A reply or an error, never both. ``error_kind`` is a short machine-readable class."""
+
+    key: Hashable
+    text: str | None
+    reasoning: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int = 1
+    retries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Backend(ABC):
+    """A model behind a spec such as ``openai/gpt-4.1-mini`` or ``scripted/always_safe``.
+
+    Concurrent backends (HTTP) implement :meth:`complete`; the runner keeps up to
+    ``concurrency`` calls in flight with no per-turn barrier. Batch engines set
+    ``batched = True`` and override :meth:`complete_batch`; the runner then hands them every
+    pending request of one turn at once. Either way results are yielded as they finish.
+    """
+
+    batched: ClassVar[bool] = False
+    supports_system_role: bool = True
+    spec: str = ""
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> ChatResult: ...
+
+    async def complete_batch(self, requests: Sequence[ChatRequest]) -> AsyncIterator[ChatResult]:
+        """Default: run :meth:`complete` concurrently and yield in completion order."""
+        for fut in asyncio.as_completed([self.complete(r) for r in requests]):
+            yield await fut
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the model for provenance (never secrets)."""
+        return {"spec": self.spec}
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections or model memory."""
+
+
+def timed_result(key: Hashable, start: float, **kw: Any) -> ChatResult:
+    return ChatResult(key=key, latency_s=time.perf_counter() - start, **kw)

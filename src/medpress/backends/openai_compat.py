@@ -1,0 +1,193 @@
+"""Any OpenAI-compatible chat server (vLLM, SGLang, Ollama, llama.cpp server, hosted APIs).
+
+aiohttp rather than the ``openai`` SDK: on a 2-core machine the client's own CPU cost bounds
+throughput, and aiohttp costs about a third of the SDK per request (``bench/latency_bound.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from typing import Any
+
+import aiohttp
+
+from medpress.backends.base import Backend, ChatRequest, ChatResult
+from medpress.backends.reasoning import ReasoningStyle, reasoning_params, split_reasoning
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class RetryPolicy:
+    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+
+    def __init__(self, max_retries: int = 6, base_s: float = 0.5, cap_s: float = 30.0) -> None:
+        self.max_retries = max_retries
+        self.base_s = base_s
+        self.cap_s = cap_s
+        self._rng = random.Random()
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        backoff = self._rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+        return max(backoff, retry_after or 0.0)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: an integer/float, or an HTTP date (RFC 9110)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_kind(status: int) -> str:
+    if status == 429:
+        return "http_429"
+    return "http_5xx" if status >= 500 else f"http_{status}"
+
+
+class OpenAIBackend(Backend):
+    """``openai/<model>``: async chat completions with bounded concurrency and retries.
+
+    The API key is read from the environment variable ``api_key_env`` at call time and only
+    ever placed in the request header; it is never stored, logged or put in an error.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 32,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        reasoning_style: ReasoningStyle | None = None,
+        system_role: bool = True,
+    ) -> None:
+        self.model = model
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.spec = f"openai/{model}"
+        self.api_key_env = api_key_env
+        self.concurrency = concurrency
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.retry = retry or RetryPolicy()
+        # A custom server is vLLM-like unless told otherwise; the hosted API takes effort.
+        self.reasoning_style: ReasoningStyle = reasoning_style or (
+            "openai" if base_url is None else "chat_template"
+        )
+        self.supports_system_role = system_role
+        self._session: aiohttp.ClientSession | None = None
+        self._sem: asyncio.Semaphore | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {"spec": self.spec, "base_url": self.base_url}
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+        if self._session is None or self._sem is None:
+            connector = aiohttp.TCPConnector(limit=self.concurrency, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+            self._sem = asyncio.Semaphore(self.concurrency)
+        return self._session, self._sem
+
+    def _body(self, req: ChatRequest) -> bytes:
+        c = req.config
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": req.messages,
+            "temperature": c.temperature,
+            "max_tokens": c.max_tokens,
+        }
+        if c.seed is not None:
+            body["seed"] = c.seed
+        if c.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        body.update(reasoning_params(self.reasoning_style, c.reasoning))
+        return json.dumps(body).encode()
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        session, sem = self._ensure_session()
+        url = f"{self.base_url}/chat/completions"
+        body = self._body(request)
+        retries: dict[str, int] = {}
+        start = time.perf_counter()
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            async with sem:
+                try:
+                    async with session.post(url, data=body, headers=self._headers()) as resp:
+                        raw = await resp.read()
+                        status = resp.status
+                        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+                except TimeoutError:
+                    kind, msg = "timeout", "request timed out"
+                except (aiohttp.ClientError, ConnectionError) as e:
+                    kind, msg = "connection", f"{type(e).__name__}: {e}"
+                else:
+                    if status == 200:
+                        result = self._parse(request, raw, start, attempt, retries)
+                        if result is not None:
+                            return result
+                        kind, msg = "bad_response", f"unparseable response body ({len(raw)} bytes)"
+                    else:
+                        kind = _status_kind(status)
+                        msg = f"HTTP {status}: {raw[:300].decode(errors='replace')}"
+                        if status not in RETRYABLE_STATUS:
+                            return ChatResult(request.key, None, error=msg, error_kind=kind,
+                                              latency_s=time.perf_counter() - start,
+                                              attempts=attempt + 1, retries=retries)
+            if attempt >= self.retry.max_retries:
+                return ChatResult(request.key, None, error=f"{msg} (after {attempt + 1} attempts)",
+                                  error_kind=kind, latency_s=time.perf_counter() - start,
+                                  attempts=attempt + 1, retries=retries)
+            retries[kind] = retries.get(kind, 0) + 1
+            await asyncio.sleep(self.retry.delay(attempt, retry_after))
+            attempt += 1
+
+    @staticmethod
+    def _parse(
+        req: ChatRequest, raw: bytes, start: float, attempt: int, retries: dict[str, int]
+    ) -> ChatResult | None:
+        """A result from a 200 body, or None when the body is not a usable completion."""
+        try:
+            data = json.loads(raw)
+            msg = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+        content = msg.get("content") or ""
+        answer, thought = split_reasoning(content)
+        server_reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        if isinstance(server_reasoning, str) and server_reasoning.strip():
+            thought = server_reasoning.strip() + (f"\n\n{thought}" if thought else "")
+        usage = data.get("usage") or {}
+        return ChatResult(
+            req.key, answer, reasoning=thought,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_s=time.perf_counter() - start, attempts=attempt + 1, retries=retries,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

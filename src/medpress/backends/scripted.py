@@ -1,0 +1,71 @@
+"""Deterministic ``scripted/<behaviour>`` baselines: for tests and for users' sanity checks.
+
+Behaviours (turn ``t`` is the number of user messages so far, 1-based):
+
+- ``always_safe`` / ``always_unsafe`` / ``hedger`` (always ambiguous);
+- ``caves_at_<k>``: safe before turn ``k``, unsafe from turn ``k`` on;
+- ``flip_flop``: safe on odd turns, unsafe on even turns.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from medpress.backends.base import Backend, ChatRequest, ChatResult
+
+SCRIPTED_FILE = Path(__file__).parent / "data" / "scripted.yaml"
+Stance = Literal["safe", "unsafe", "ambiguous"]
+BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "flip_flop", "caves_at_<k>")
+
+
+@cache
+def _replies() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(SCRIPTED_FILE.read_text())
+    return data
+
+
+def stance_for(behaviour: str, turn: int) -> Stance:
+    """The stance a behaviour takes at a 1-based turn.
+
+    Raises:
+        ValueError: for an unknown behaviour, listing the known ones.
+    """
+    if behaviour == "always_safe":
+        return "safe"
+    if behaviour == "always_unsafe":
+        return "unsafe"
+    if behaviour == "hedger":
+        return "ambiguous"
+    if behaviour == "flip_flop":
+        return "unsafe" if turn % 2 == 0 else "safe"
+    m = re.fullmatch(r"caves_at_(\d+)", behaviour)
+    if m and int(m.group(1)) >= 1:
+        return "unsafe" if turn >= int(m.group(1)) else "safe"
+    raise ValueError(f"unknown scripted behaviour {behaviour!r}; known: {', '.join(BEHAVIOURS)}")
+
+
+class ScriptedBackend(Backend):
+    """Replies chosen by behaviour and turn; no model, no randomness."""
+
+    def __init__(self, behaviour: str) -> None:
+        stance_for(behaviour, 1)  # validate now, not mid-run
+        self.behaviour = behaviour
+        self.spec = f"scripted/{behaviour}"
+
+    def identity(self) -> dict[str, Any]:
+        return {"spec": self.spec, "replies_version": _replies()["version"]}
+
+    def reply(self, request: ChatRequest) -> str:
+        users = [m["content"] for m in request.messages if m["role"] == "user"]
+        variants: list[str] = _replies()[stance_for(self.behaviour, len(users))]
+        return variants[zlib.crc32(users[-1].encode()) % len(variants)]
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        text = self.reply(request)
+        return ChatResult(request.key, text, prompt_tokens=0, completion_tokens=len(text.split()))

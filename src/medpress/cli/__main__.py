@@ -1,0 +1,3 @@
+from medpress.cli import app
+
+app()

@@ -1,0 +1,59 @@
+"""Shared CLI plumbing: one console, clean errors instead of stack traces, run-dir naming."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from medpress.dataset import DatasetError
+from medpress.store import StoreError
+
+console = Console()
+err_console = Console(stderr=True)
+P = ParamSpec("P")
+R = TypeVar("R")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    return typer.Exit(code)
+
+
+def clean_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn expected user errors into a one-line message and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except DatasetError as e:
+            for p in e.problems:
+                err_console.print(f"[red]✗[/] {p}", highlight=False, markup=True)
+            raise fail(f"{len(e.problems)} problem(s) in the dataset") from None
+        except (StoreError, ValueError, FileNotFoundError) as e:
+            raise fail(str(e)) from None
+
+    return wrapper
+
+
+def safe_name(spec: str) -> str:
+    """A directory name from a model spec that cannot escape its parent (no '/', no '..')."""
+    name = _UNSAFE_CHARS.sub("_", spec).strip("._-")
+    name = re.sub(r"\.{2,}", "_", name)
+    return name or "model"
+
+
+def default_run_dir(spec: str, root: Path = Path("runs")) -> Path:
+    return root / f"{safe_name(spec)}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def split_list(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []

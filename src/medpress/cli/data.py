@@ -1,0 +1,75 @@
+"""``medpress data``: validate, lint and describe dialogue sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from medpress.cli.common import clean_errors, console, fail
+from medpress.dataset import (
+    FAMILIES,
+    NEAR_DUP_THRESHOLD,
+    lint,
+    load_dataset,
+    resolve_dataset,
+    stats,
+)
+
+app = typer.Typer(help="Validate, lint and describe dialogue sets.", no_args_is_help=True)
+
+
+@app.command()
+@clean_errors
+def validate(paths: Annotated[list[Path], typer.Argument(help="JSONL/YAML files or dirs")]) -> None:
+    """Check a set against the record schema; every error names file, line, id and field."""
+    ds = load_dataset(paths)
+    console.print(f"[green]✓[/] {len(ds)} dialogues valid (hash {ds.content_hash[:12]})")
+
+
+@app.command("lint")
+@clean_errors
+def lint_cmd(
+    path: Annotated[Path | None, typer.Argument(help="Set to lint (default: shipped set)")] = None,
+    target: Annotated[int, typer.Option(help="Dialogues expected per family")] = 200,
+) -> None:
+    """Apply the shipped set's stricter rules: pressures, references, caps, counts, near-dups."""
+    ds = resolve_dataset(path)
+    report = lint(list(ds), target_per_family=target)
+    table = Table(title=f"{ds.name} {ds.version}: dialogues per family")
+    table.add_column("family")
+    table.add_column("dialogues", justify="right")
+    table.add_column("target", justify="right")
+    table.add_column("topics", justify="right")
+    for fam in FAMILIES:
+        n_topics = len({d.topic for d in ds if d.family == fam})
+        table.add_row(fam, str(report.family_counts.get(fam, 0)), str(target), str(n_topics))
+    console.print(table)
+    for issue in report.issues:
+        console.print(f"[red]✗[/] {issue}", highlight=False, markup=True)
+    if not report.ok:
+        raise fail(f"{len(report.issues)} lint issue(s) (near-duplicate threshold "
+                   f"{NEAR_DUP_THRESHOLD})", code=1)
+    console.print(f"[green]✓[/] lint passed: {len(ds)} dialogues")
+
+
+@app.command("stats")
+@clean_errors
+def stats_cmd(
+    path: Annotated[Path | None, typer.Argument(help="Set to describe (default: shipped)")] = None,
+    top: Annotated[int, typer.Option(help="Rows shown per field (0 = all)")] = 0,
+) -> None:
+    """Counts by family, topic, area, urgency and source."""
+    ds = resolve_dataset(path)
+    console.print(f"[bold]{ds.name}[/] {ds.version}: {len(ds)} dialogues, "
+                  f"hash {ds.content_hash[:12]}")
+    for fld, counter in stats(ds).items():
+        table = Table(title=f"by {fld} ({len(counter)} distinct)")
+        table.add_column(fld)
+        table.add_column("n", justify="right")
+        for value, n in counter.most_common(top or None):
+            table.add_row(value, str(n))
+        console.print(table)
+

@@ -1,0 +1,61 @@
+"""Choosing which dialogues a run uses: explicit ids, the starter set, or a stratified sample."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+
+from medpress.dataset.loader import Dataset
+
+STARTER_SIZE_PER_FAMILY = 10
+
+
+def starter_ids(ds: Dataset) -> list[str]:
+    """The starter set: the first ten ids (sorted) of each family."""
+    by_family: dict[str, list[str]] = defaultdict(list)
+    for d in sorted(ds, key=lambda d: d.id):
+        by_family[d.family].append(d.id)
+    return [i for ids in by_family.values() for i in ids[:STARTER_SIZE_PER_FAMILY]]
+
+
+def sample_ids(ds: Dataset, n: int, seed: int = 0) -> list[str]:
+    """A seeded sample of ``n`` ids stratified by family.
+
+    Each family gets ``n // F`` dialogues and the first ``n % F`` families (sorted by name) one
+    more; a family with fewer dialogues than its share gives all it has. Same seed and same
+    dataset give the same sample.
+    """
+    by_family: dict[str, list[str]] = defaultdict(list)
+    for d in ds:
+        by_family[d.family].append(d.id)
+    fams = sorted(by_family)
+    rng = random.Random(seed)
+    chosen: list[str] = []
+    for k, fam in enumerate(fams):
+        share = n // len(fams) + (1 if k < n % len(fams) else 0)
+        pool = sorted(by_family[fam])
+        chosen.extend(sorted(rng.sample(pool, min(share, len(pool)))))
+    return chosen
+
+
+def select(
+    ds: Dataset, *, ids: Sequence[str] | None = None, sample: int | None = None,
+    starter: bool = False, seed: int = 0,
+) -> Dataset:
+    """Apply the selection options in order: ids, then starter, then sample.
+
+    Raises:
+        ValueError: if an id is not in the dataset.
+    """
+    if ids:
+        known = ds.by_id()
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise ValueError(f"unknown dialogue ids: {', '.join(missing)}")
+        ds = ds.subset(ids)
+    if starter:
+        ds = ds.subset(starter_ids(ds))
+    if sample is not None:
+        ds = ds.subset(sample_ids(ds, sample, seed))
+    return ds

@@ -1,0 +1,6 @@
+"""Runner stage: plans, resumable generation, summaries."""
+
+from medpress.runner.plan import RunPlan, Unit
+from medpress.runner.runner import Runner, RunSummary, generate, prepare_store
+
+__all__ = ["RunPlan", "RunSummary", "Runner", "Unit", "generate", "prepare_store"]

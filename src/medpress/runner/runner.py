@@ -1,0 +1,196 @@
+"""Generation: every unit turn by turn, resumable, keeping the backend saturated.
+
+Concurrent backends get ``concurrency`` workers, each carrying one dialogue from turn to turn:
+a dialogue asks its next turn as soon as its reply is stored, with no per-turn barrier. Batch
+engines get every pending request of turn ``t`` at once. Either way each reply is committed
+before the next turn of its dialogue is asked, so a crash loses only requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from medpress.backends import Backend, ChatRequest, ChatResult
+from medpress.conditions import build_messages
+from medpress.runner.plan import RunPlan, Unit
+from medpress.store import RunStore, StoreError, UnitState
+
+ResultHook = Callable[[str, ChatResult], None]
+
+
+@dataclass
+class RunSummary:
+    """What one invocation did (not the whole run's history)."""
+
+    turns_done: int = 0
+    turns_skipped: int = 0
+    failed_turns: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    retries: Counter[str] = field(default_factory=Counter)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    elapsed_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turns_done": self.turns_done, "turns_skipped": self.turns_skipped,
+                "failed_turns": self.failed_turns, "failures": dict(self.failures),
+                "retries": dict(self.retries), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "elapsed_s": self.elapsed_s}
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
+    """Record provenance on a new run, or check that a resumed run asks for the same thing.
+
+    Raises:
+        StoreError: naming every field that differs from the stored run.
+    """
+    prov = plan.provenance(backend)
+    existing = store.get_meta("model")
+    if existing is None:
+        store.set_meta("run_id", uuid.uuid4().hex[:12])
+        store.set_meta("created_at", now_iso())
+        for k, v in prov.items():
+            store.set_meta(k, v)
+    else:
+        checks = {"model spec": (existing.get("spec"), prov["model"]["spec"]),
+                  "dataset hash": (store.get_meta("dataset")["hash"], prov["dataset"]["hash"]),
+                  "parameters": (store.get_meta("params"), prov["params"])}
+        diffs = [f"{name}: stored {old!r}, now {new!r}"
+                 for name, (old, new) in checks.items() if old != new]
+        if diffs:
+            raise StoreError(f"refusing to resume {store.run_dir}: the run was started with "
+                             "different settings; use another --run-dir.\n  " + "\n  ".join(diffs))
+    sessions = store.get_meta("sessions") or []
+    sessions.append({"started_at": now_iso(), "medpress_version": prov["medpress_version"]})
+    store.set_meta("sessions", sessions)
+
+
+class Runner:
+    """Drives one plan against one backend and store."""
+
+    def __init__(self, backend: Backend, store: RunStore, plan: RunPlan, *,
+                 concurrency: int = 32, on_result: ResultHook | None = None) -> None:
+        self.backend = backend
+        self.store = store
+        self.plan = plan
+        self.concurrency = max(1, concurrency)
+        self.on_result = on_result
+        self.summary = RunSummary()
+        self._states: dict[tuple[str, int, str], UnitState] = {}
+
+    def _history(self, unit: Unit, replies: list[str], turn: int) -> ChatRequest:
+        pairs: list[tuple[str, str | None]] = [
+            (unit.dialogue.turns[i].text, replies[i] if i < turn - 1 else None)
+            for i in range(turn)
+        ]
+        msgs = build_messages(unit.condition.system, pairs,
+                              system_role=self.backend.supports_system_role)
+        return ChatRequest((unit, turn), msgs, self.plan.config_for(unit.repeat))
+
+    def _record(self, unit: Unit, turn: int, res: ChatResult) -> None:
+        t = unit.dialogue.turns[turn - 1]
+        self.store.add_turn({
+            "condition": unit.condition.name, "repeat": unit.repeat,
+            "dialogue_id": unit.dialogue.id, "turn": turn, "family": unit.dialogue.family,
+            "pressure": t.pressure, "user": t.text, "reply": res.text, "reasoning": res.reasoning,
+            "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+            "latency_s": res.latency_s, "error": res.error, "error_kind": res.error_kind,
+            "attempts": res.attempts, "retries": res.retries,
+        })
+        s = self.summary
+        s.turns_done += 1
+        s.prompt_tokens += res.prompt_tokens or 0
+        s.completion_tokens += res.completion_tokens or 0
+        s.retries.update(res.retries)
+        if not res.ok:
+            s.failed_turns += 1
+            s.failures[res.error_kind or "error"] += 1
+        if self.on_result is not None:
+            self.on_result(unit.condition.name, res)
+
+    def _start(self, unit: Unit) -> tuple[int, list[str]] | None:
+        """(first turn to ask, stored replies), or None when the unit needs nothing."""
+        state = self._states.get(unit.key)
+        if state is None:
+            return 1, []
+        self.summary.turns_skipped += state.last_turn
+        if state.failed or state.last_turn >= len(unit.dialogue.turns):
+            return None
+        return state.last_turn + 1, self.store.replies(unit.key)
+
+    async def run(self) -> RunSummary:
+        start = time.perf_counter()
+        self._states = self.store.unit_states()
+        if self.backend.batched:
+            await self._run_batched()
+        else:
+            await self._run_concurrent()
+        self.summary.elapsed_s = time.perf_counter() - start
+        return self.summary
+
+    async def _run_concurrent(self) -> None:
+        units = iter(self.plan.units())
+
+        async def worker() -> None:
+            for unit in units:  # shared iterator: each unit is taken by one worker
+                begin = self._start(unit)
+                if begin is None:
+                    continue
+                first, replies = begin
+                for turn in range(first, len(unit.dialogue.turns) + 1):
+                    res = await self.backend.complete(self._history(unit, replies, turn))
+                    self._record(unit, turn, res)
+                    if not res.ok:
+                        break
+                    replies.append(res.text or "")
+
+        await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+
+    async def _run_batched(self) -> None:
+        live: dict[tuple[str, int, str], tuple[Unit, int, list[str]]] = {}
+        for unit in self.plan.units():
+            begin = self._start(unit)
+            if begin is not None:
+                live[unit.key] = (unit, *begin)
+        turn = 1
+        while live:
+            batch = [self._history(u, r, turn) for u, first, r in live.values() if first <= turn]
+            async for res in self.backend.complete_batch(batch):
+                unit, t_done = cast(tuple[Unit, int], res.key)
+                self._record(unit, t_done, res)
+                if res.ok:
+                    live[unit.key][2].append(res.text or "")
+                else:
+                    del live[unit.key]
+            turn += 1
+            live = {k: v for k, v in live.items() if len(v[0].dialogue.turns) >= turn}
+
+
+async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurrency: int = 32,
+                   on_result: ResultHook | None = None, retry_failed: bool = False) -> RunSummary:
+    """Prepare the store, run every missing turn, and close the backend.
+
+    With ``retry_failed`` the turns that failed permanently before are deleted first, so
+    their dialogues continue from the failed turn.
+    """
+    prepare_store(store, plan, backend)
+    if retry_failed:
+        store.delete_failed()
+    try:
+        summary = await Runner(backend, store, plan, concurrency=concurrency,
+                               on_result=on_result).run()
+    finally:
+        await backend.aclose()
+    store.set_meta("updated_at", now_iso())
+    return summary

@@ -1,0 +1,46 @@
+"""``medpress export``: one row per generated (dialogue, condition, repeat, turn)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from medpress.store.store import RunStore
+
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "run_id", "model", "condition", "repeat", "dialogue_id", "family", "turn", "pressure",
+    "user", "reply", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "error",
+)
+
+
+def export_rows(store: RunStore) -> Iterator[dict[str, Any]]:
+    """Rows in :data:`EXPORT_COLUMNS` order; turns never generated have no row."""
+    run_id = store.get_meta("run_id")
+    model = (store.get_meta("model") or {}).get("spec")
+    for t in store.iter_turns():
+        yield {"run_id": run_id, "model": model, **{c: t.get(c) for c in EXPORT_COLUMNS[2:]}}
+
+
+def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None) -> int:
+    """Write the export to ``out`` (stdout when None); returns the row count."""
+    fh = out.open("w", encoding="utf-8", newline="") if out else sys.stdout
+    n = 0
+    try:
+        if fmt == "csv":
+            writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS)
+            writer.writeheader()
+            for row in export_rows(store):
+                writer.writerow(row)
+                n += 1
+        else:
+            for row in export_rows(store):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    finally:
+        if out:
+            fh.close()
+    return n

@@ -1,0 +1,165 @@
+"""A local fake OpenAI-compatible server for tests, benchmarks and offline demos.
+
+It answers ``POST /v1/chat/completions`` after ``latency_s`` with a deterministic reply, and
+can inject faults: a queue of one-shot faults consumed by successive requests, plus
+``permanent_marker``: a request whose last user message contains it always gets HTTP 400.
+Requests are recorded (without headers) so tests can inspect exactly what was sent.
+
+Run standalone: ``python -m medpress.testing.fake_server --port 8011 --latency 0.05``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+Responder = Callable[[dict[str, Any]], str]
+FAULTS = ("429", "500", "503", "timeout", "reset", "truncated", "ok")
+
+
+def echo_responder(body: dict[str, Any]) -> str:
+    """A short reply that names the turn, so transcripts are checkable."""
+    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return f"Reply to turn {len(users)}: I would not do that; please see a clinician."
+
+
+class FakeServer:
+    """Start with :meth:`start` (runs in a background thread) or use as a context manager."""
+
+    def __init__(self, *, latency_s: float = 0.0, responder: Responder = echo_responder,
+                 faults: Iterable[str] = (), retry_after: str = "0",
+                 permanent_marker: str | None = None, timeout_sleep_s: float = 5.0,
+                 host: str = "127.0.0.1", port: int = 0, record: bool = True) -> None:
+        self.latency_s = latency_s
+        self.responder = responder
+        self.faults: deque[str] = deque(faults)
+        self.retry_after = retry_after
+        self.permanent_marker = permanent_marker
+        self.timeout_sleep_s = timeout_sleep_s
+        self.host = host
+        self.port = port
+        self.record = record
+        self.requests: list[dict[str, Any]] = []
+        self.auth_headers: list[str] = []
+        self.served = 0
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def add_faults(self, faults: Iterable[str]) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self.faults.popleft() if self.faults else "ok"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if self.record:
+            self.requests.append(body)
+            self.auth_headers.append(request.headers.get("Authorization", ""))
+        fault = self._next_fault()
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        last_user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        if self.permanent_marker and self.permanent_marker in last_user:
+            return web.json_response({"error": {"message": "bad request"}}, status=400)
+        if fault == "429":
+            return web.json_response({"error": {"message": "rate limited"}}, status=429,
+                                     headers={"Retry-After": self.retry_after})
+        if fault in ("500", "503"):
+            return web.json_response({"error": {"message": "server error"}}, status=int(fault))
+        if fault == "timeout":
+            await asyncio.sleep(self.timeout_sleep_s)
+        if fault == "reset":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        text = self.responder(body)
+        payload = json.dumps({
+            "id": f"cmpl-{self.served}", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
+                      "completion_tokens": len(text.split()),
+                      "total_tokens": 0},
+        })
+        self.served += 1
+        if fault == "truncated":
+            payload = payload[: len(payload) // 2]
+        return web.Response(text=payload, content_type="application/json")
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    def start(self) -> FakeServer:
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self._start())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        loop = self._loop
+        runner = self._runner
+        if runner is not None:
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--latency", type=float, default=0.0)
+    args = ap.parse_args()
+    server = FakeServer(latency_s=args.latency, port=args.port, record=False)
+
+    async def forever() -> None:
+        await server._start()
+        print(f"fake server on {server.base_url}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(forever())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Shared fixtures: small dialogue sets and a fake OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from medpress.dataset import PRESSURES, Dataset, load_dataset
+from medpress.testing import FakeServer
+
+EXAMPLE = Path(__file__).parent / "fixtures" / "MT-example.json"
+
+
+def make_record(i: int, family: str = "medication_treatment", n_turns: int = 5,
+                topic: str | None = None) -> dict[str, Any]:
+    """A valid record whose turns are distinct, numbered texts."""
+    prefix = {"medication_treatment": "MT", "self_care": "SC", "symptom_triage": "TR"}[family]
+    return {
+        "id": f"{prefix}-{i:04d}", "family": family, "topic": topic or f"topic-{i}",
+        "area": "test-area", "unsafe_belief": f"belief {i}", "safe_stance": f"stance {i}",
+        "rationale": f"rationale {i}", "source": "NHS", "urgency": "urgent",
+        "turns": [{"pressure": PRESSURES[t % 5], "text": f"dialogue {i} user turn {t + 1} text"}
+                  for t in range(n_turns)],
+        "references": {"safe": "safe reply", "unsafe": "unsafe reply", "ambiguous": "hedge"},
+    }
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture
+def small_set(tmp_path: Path) -> Dataset:
+    fams = ["medication_treatment", "self_care", "symptom_triage"]
+    recs = [make_record(i + 1, fams[i % 3]) for i in range(6)]
+    return load_dataset(write_jsonl(tmp_path / "set.jsonl", recs))
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[..., FakeServer]]:
+    servers: list[FakeServer] = []
+
+    def start(**kw: Any) -> FakeServer:
+        s = FakeServer(**kw).start()
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
