@@ -3,7 +3,15 @@
 import typer
 
 from medpress.cli import data
+from medpress.cli.evaluate import (
+    disagreements_cmd,
+    judge_check_cmd,
+    judge_cmd,
+    labels_app,
+)
 from medpress.cli.generate import export_cmd, generate_cmd
+from medpress.cli.pipeline import run_cmd
+from medpress.cli.results import metrics_cmd, report_cmd
 
 app = typer.Typer(
     name="medpress",
@@ -12,7 +20,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data.app, name="data")
+app.add_typer(labels_app, name="labels")
+app.command("run")(run_cmd)
 app.command("generate")(generate_cmd)
+app.command("judge")(judge_cmd)
+app.command("judge-check")(judge_check_cmd)
+app.command("disagreements")(disagreements_cmd)
+app.command("metrics")(metrics_cmd)
+app.command("report")(report_cmd)
 app.command("export")(export_cmd)
 
 __all__ = ["app"]

@@ -17,8 +17,8 @@ MANIFEST: Path = DATA_DIR / "manifest.yaml"
 def load_shipped() -> Dataset:
     """Load (once per process) the shipped MedPRESS set with its manifest name and version."""
     meta = yaml.safe_load(MANIFEST.read_text())
-    ds = load_dataset(sorted(DATA_DIR.glob("*.jsonl")), name=meta["name"], version=meta["version"])
-    return Dataset(ds.dialogues, ds.name, ds.version, ds.content_hash, (str(DATA_DIR),))
+    return load_dataset(sorted(DATA_DIR.glob("*.jsonl")), name=meta["name"],
+                        version=meta["version"])
 
 
 def resolve_dataset(path: Path | None) -> Dataset:

@@ -62,6 +62,7 @@ class RunPlan:
             "params": self.params(),
             "dataset": {"name": self.dataset.name, "version": self.dataset.version,
                         "hash": self.dataset.content_hash, "n_dialogues": len(self.dataset),
+                        "paths": list(self.dataset.paths),
                         "ids": [d.id for d in self.dataset]},
             "conditions": {"version": self.conditions[0].version if self.conditions else None,
                            "hashes": {c.name: c.text_hash for c in self.conditions}},

@@ -1,0 +1,75 @@
+"""``medpress run``: generate, judge, measure and report in one command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from medpress.backends import GenerateConfig, get_backend
+from medpress.cli.common import clean_errors, console, default_run_dir
+from medpress.cli.evaluate import JudgeConcOpt, JudgeOpt, JudgeUrlOpt, judge_store
+from medpress.cli.generate import (
+    ALL_CONDITIONS,
+    BaseUrlOpt,
+    ConcOpt,
+    ConditionsOpt,
+    DatasetOpt,
+    IdsOpt,
+    MaxTokOpt,
+    ModelOpt,
+    ReasoningOpt,
+    RepeatsOpt,
+    RunDirOpt,
+    SampleOpt,
+    SeedOpt,
+    StarterOpt,
+    TempOpt,
+    build_plan,
+    parse_reasoning,
+    run_generation,
+)
+from medpress.cli.results import make_report, rows_from_runs
+from medpress.metrics import compute_groups, metrics_table
+from medpress.store import RunStore
+
+
+@clean_errors
+def run_cmd(
+    judge: JudgeOpt,
+    model: ModelOpt = "smollm2",
+    base_url: BaseUrlOpt = None,
+    judge_base_url: JudgeUrlOpt = None,
+    dataset: DatasetOpt = None,
+    conditions: ConditionsOpt = ALL_CONDITIONS,
+    sample: SampleOpt = None,
+    ids: IdsOpt = None,
+    starter: StarterOpt = False,
+    run_dir: RunDirOpt = None,
+    concurrency: ConcOpt = 32,
+    judge_concurrency: JudgeConcOpt = 16,
+    temperature: TempOpt = 0.0,
+    max_tokens: MaxTokOpt = GenerateConfig.max_tokens,
+    repeats: RepeatsOpt = 1,
+    reasoning: ReasoningOpt = None,
+    seed: SeedOpt = 0,
+    out: Annotated[Path | None, typer.Option(help="Report folder (default RUN_DIR/report)")] = None,
+) -> None:
+    """Generate → judge → report, then print the headline table and the report path."""
+    config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
+                            reasoning=parse_reasoning(reasoning))
+    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
+    backend = get_backend(model, base_url=base_url, concurrency=concurrency)
+    rd = run_dir or default_run_dir(model)
+    store = RunStore(rd)
+    console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
+    run_generation(backend, store, plan, concurrency)
+    console.rule("2/3 judge")
+    judge_store(store, judge, judge_base_url, judge_concurrency, dataset)
+    console.rule("3/3 report")
+    rows, _, desc = rows_from_runs([rd], None)
+    console.print(f"labels: {desc}")
+    console.print(metrics_table(compute_groups(rows, n_boot=1000, seed=seed)))
+    path = make_report([rd], out, None)
+    console.print(f"report: [bold]{path}[/]")

@@ -1,0 +1,58 @@
+"""Judges stage: the rubric, LLM judges, ensembles, agreement and validation."""
+
+from medpress.judges.agreement import classification_report, cohen_kappa, fleiss_kappa
+from medpress.judges.base import Judge, JudgeItem, Judgment
+from medpress.judges.check import (
+    GoldFileError,
+    GoldItem,
+    label_file_items,
+    reference_items,
+    run_check,
+)
+from medpress.judges.ensemble import SEVERITY, disagrees, majority
+from medpress.judges.labels_import import ImportSummary, import_labels
+from medpress.judges.llm import JUDGE_CONFIG, LLMJudge
+from medpress.judges.registry import get_judge
+from medpress.judges.rubric import Rubric, load_rubric
+from medpress.judges.run import (
+    ENSEMBLE,
+    JudgeSummary,
+    disagreements,
+    judge_run,
+    label_rows,
+    pairwise_labels,
+)
+from medpress.judges.verdict import Verdict, VerdictError, parse_verdict
+
+__all__ = [
+    "ENSEMBLE",
+    "JUDGE_CONFIG",
+    "SEVERITY",
+    "GoldFileError",
+    "GoldItem",
+    "ImportSummary",
+    "Judge",
+    "JudgeItem",
+    "JudgeSummary",
+    "Judgment",
+    "LLMJudge",
+    "Rubric",
+    "Verdict",
+    "VerdictError",
+    "classification_report",
+    "cohen_kappa",
+    "disagreements",
+    "disagrees",
+    "fleiss_kappa",
+    "get_judge",
+    "import_labels",
+    "judge_run",
+    "label_file_items",
+    "label_rows",
+    "load_rubric",
+    "majority",
+    "pairwise_labels",
+    "parse_verdict",
+    "reference_items",
+    "run_check",
+]

@@ -1,0 +1,42 @@
+"""MedPRESS metrics: label files, SPEC section 5 metrics with bootstrap intervals, tables."""
+
+from .compute import (
+    DEFAULT_PAIRS,
+    PAIRED_METRICS,
+    CIEntry,
+    GroupMetrics,
+    Interval,
+    PairedDiff,
+    all_paired_differences,
+    compute_groups,
+    paired_difference,
+)
+from .format import RATE_METRICS, format_diff, format_metric, format_value
+from .io import LABEL_COLUMNS, LabelFileError, read_labels, write_labels
+from .labels import FAILURE_MODES, LABELS, LabelRow
+from .table import HEADLINE_METRICS, metrics_table
+
+__all__ = [
+    "DEFAULT_PAIRS",
+    "FAILURE_MODES",
+    "HEADLINE_METRICS",
+    "LABELS",
+    "LABEL_COLUMNS",
+    "PAIRED_METRICS",
+    "RATE_METRICS",
+    "CIEntry",
+    "GroupMetrics",
+    "Interval",
+    "LabelFileError",
+    "LabelRow",
+    "PairedDiff",
+    "all_paired_differences",
+    "compute_groups",
+    "format_diff",
+    "format_metric",
+    "format_value",
+    "metrics_table",
+    "paired_difference",
+    "read_labels",
+    "write_labels",
+]

@@ -1,0 +1,132 @@
+"""Machine-readable CSV exports of the report's numbers (full precision, blanks for None)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from medpress.metrics import FAILURE_MODES, HEADLINE_METRICS, GroupMetrics, PairedDiff
+
+__all__ = [
+    "write_failure_modes_csv",
+    "write_groups_csv",
+    "write_paired_csv",
+    "write_uar_by_turn_csv",
+]
+
+_GROUP_KEYS = ("model", "condition", "family")
+
+
+def _write(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(["" if v is None else v for v in row])
+    return path
+
+
+def write_groups_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
+    """One row per group: counts, every scalar metric, and ``<metric>_lo``/``_hi`` bounds."""
+    header = [*_GROUP_KEYS, "n_dialogues", "n_turns_judged", "unjudged"]
+    for m in HEADLINE_METRICS:
+        header += [m, f"{m}_lo", f"{m}_hi"]
+    header.append("ToF_flipped")
+    rows = []
+    for g in groups:
+        row: list[Any] = [
+            g.model,
+            g.condition,
+            g.family,
+            g.n_dialogues,
+            g.n_turns_judged,
+            g.unjudged,
+        ]
+        for m in HEADLINE_METRICS:
+            iv = g.interval(m)
+            row += [g.value(m), *(iv if iv is not None else (None, None))]
+        row.append(g.ToF_flipped)
+        rows.append(row)
+    return _write(path, header, rows)
+
+
+def write_uar_by_turn_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
+    """One row per group and turn: UAR@t, SAR@t with bounds, and survival after turn t."""
+    header = [
+        *_GROUP_KEYS,
+        "turn",
+        "UAR",
+        "UAR_lo",
+        "UAR_hi",
+        "SAR",
+        "SAR_lo",
+        "SAR_hi",
+        "survival",
+    ]
+    rows = []
+    for g in groups:
+        for t in range(1, len(g.UAR_at) + 1):
+            u, s = g.interval_at("UAR_at", t), g.interval_at("SAR_at", t)
+            rows.append(
+                [
+                    g.model,
+                    g.condition,
+                    g.family,
+                    t,
+                    g.UAR_at[t - 1],
+                    *(u if u is not None else (None, None)),
+                    g.SAR_at[t - 1],
+                    *(s if s is not None else (None, None)),
+                    g.survival[t - 1],
+                ]
+            )
+    return _write(path, header, rows)
+
+
+def write_failure_modes_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
+    """One row per group and failure mode: count and share of the group's moded failures."""
+    rows = []
+    for g in groups:
+        total = sum(g.failure_modes.values())
+        for mode in FAILURE_MODES:
+            count = g.failure_modes.get(mode, 0)
+            rows.append(
+                [g.model, g.condition, g.family, mode, count, count / total if total else None]
+            )
+    return _write(path, [*_GROUP_KEYS, "failure_mode", "count", "share"], rows)
+
+
+def write_paired_csv(paired: Sequence[PairedDiff], path: Path) -> Path:
+    """One row per paired comparison (``diff`` = B - A)."""
+    header = [
+        "model",
+        "cond_a",
+        "cond_b",
+        "family",
+        "metric",
+        "n_dialogues",
+        "value_a",
+        "value_b",
+        "diff",
+        "lo",
+        "hi",
+    ]
+    rows = [
+        [
+            p.model,
+            p.cond_a,
+            p.cond_b,
+            p.family,
+            p.metric,
+            p.n_dialogues,
+            p.value_a,
+            p.value_b,
+            p.diff,
+            p.lo,
+            p.hi,
+        ]
+        for p in paired
+    ]
+    return _write(path, header, rows)

@@ -1,0 +1,202 @@
+"""Write a self-contained report folder: report.md, metrics.json, CSVs and PNG figures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from medpress.metrics import (
+    GroupMetrics,
+    LabelRow,
+    PairedDiff,
+    all_paired_differences,
+    compute_groups,
+)
+
+from .csvs import (
+    write_failure_modes_csv,
+    write_groups_csv,
+    write_paired_csv,
+    write_uar_by_turn_csv,
+)
+from .plots import (
+    plot_failure_modes,
+    plot_family_bars,
+    plot_heatmap,
+    plot_survival,
+    plot_uar_by_turn,
+)
+from .tables import (
+    failure_mode_table,
+    family_table,
+    headline_table,
+    leaderboard_table,
+    paired_table,
+    uar_by_turn_table,
+)
+
+__all__ = ["write_report"]
+
+_TEMPLATES = Path(__file__).with_name("templates")
+_TITLE_KEYS = ("run_id", "run", "name", "model")
+_LEVEL = 0.95
+
+
+def write_report(
+    out_dir: Path,
+    rows: Sequence[LabelRow],
+    provenance: Sequence[Mapping[str, Any]],
+    *,
+    judge: str,
+    label_note: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Path:
+    """Compute every metric for ``rows`` and write the report folder ``out_dir``.
+
+    Writes report.md, metrics.json (``judge``, ``label_note``, ``provenance``, ``groups``,
+    ``paired``), groups.csv, uar_by_turn.csv, failure_modes.csv, paired.csv, and the figures
+    uar_by_turn.png, survival.png, family_bars.png, failure_modes.png, plus heatmap.png when
+    there is more than one model (the leaderboard likewise). ``provenance`` holds one mapping
+    per run; every key is listed as given (nested mappings as dotted keys), so it must be
+    JSON-serialisable or convertible with ``str``. Existing files of the same names are
+    overwritten; ``out_dir`` is created if needed.
+
+    Returns:
+        The path of report.md.
+
+    Raises:
+        ValueError: ``rows`` is empty, or as `compute_groups` does.
+    """
+    if not rows:
+        raise ValueError("no label rows to report on")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    groups = compute_groups(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
+    paired = all_paired_differences(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
+    several_models = len({g.model for g in groups}) > 1
+
+    _write_json(out_dir / "metrics.json", judge, label_note, provenance, groups, paired)
+    write_groups_csv(groups, out_dir / "groups.csv")
+    write_uar_by_turn_csv(groups, out_dir / "uar_by_turn.csv")
+    write_failure_modes_csv(groups, out_dir / "failure_modes.csv")
+    write_paired_csv(paired, out_dir / "paired.csv")
+
+    figures: dict[str, str | None] = {
+        "uar_by_turn": plot_uar_by_turn(groups, out_dir / "uar_by_turn.png").name,
+        "survival": plot_survival(groups, out_dir / "survival.png").name,
+        "family_bars": plot_family_bars(groups, out_dir / "family_bars.png").name,
+        "failure_modes": plot_failure_modes(groups, out_dir / "failure_modes.png").name,
+        "heatmap": plot_heatmap(groups, out_dir / "heatmap.png").name if several_models else None,
+    }
+
+    unjudged = sum(1 for r in rows if r.label is None)
+    summary = {
+        "n_labels": len(rows),
+        "n_models": len({r.model for r in rows}),
+        "n_conditions": len({r.condition for r in rows}),
+        "n_dialogue_ids": len({r.dialogue_id for r in rows}),
+        "n_runs": len({(r.model, r.condition, r.dialogue_id, r.repeat) for r in rows}),
+        "unjudged": unjudged,
+        "unjudged_share": f"{100 * unjudged / len(rows):.1f}%",
+        "level": f"{100 * _LEVEL:.0f}%",
+        "n_boot": n_boot,
+        "seed": seed,
+    }
+    text = (
+        _environment()
+        .get_template("report.md.j2")
+        .render(
+            judge=_one_line(judge),
+            label_note=None if label_note is None else _one_line(label_note),
+            summary=summary,
+            provenance=[_provenance_block(i, p) for i, p in enumerate(provenance, start=1)],
+            headline=headline_table(groups),
+            leaderboard=leaderboard_table(groups) if several_models else None,
+            by_family=family_table(groups),
+            by_turn=uar_by_turn_table(groups),
+            failure_modes=failure_mode_table(groups),
+            paired=paired_table(paired),
+            figures=figures,
+        )
+    )
+    report = out_dir / "report.md"
+    report.write_text(text, encoding="utf-8")
+    return report
+
+
+def _environment() -> jinja2.Environment:
+    # Markdown, not HTML: autoescape would mangle it; cells are escaped by the "cell" filter.
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = _cell
+    return env
+
+
+def _cell(value: object) -> str:
+    """A markdown table cell: pipes escaped, kept on one line."""
+    return _one_line(str(value)).replace("|", "\\|")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _write_json(
+    path: Path,
+    judge: str,
+    label_note: str | None,
+    provenance: Sequence[Mapping[str, Any]],
+    groups: Sequence[GroupMetrics],
+    paired: Sequence[PairedDiff],
+) -> None:
+    payload = {
+        "judge": judge,
+        "label_note": label_note,
+        "provenance": [dict(p) for p in provenance],
+        "groups": [g.to_dict() for g in groups],
+        "paired": [p.to_dict() for p in paired],
+    }
+    # default=str: provenance may carry paths or datetimes; metrics never produce NaN.
+    path.write_text(
+        json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8"
+    )
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    items: list[tuple[str, str]] = []
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            items.extend(_flatten(value, f"{name}.") if value else [(name, "`{}`")])
+        else:
+            items.append((name, _code(value)))
+    return items
+
+
+def _code(value: Any) -> str:
+    """A provenance value as inline code (hashes, paths, specs read literally)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = _one_line(text)
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def _provenance_block(index: int, run: Mapping[str, Any]) -> dict[str, Any]:
+    title = f"Run {index}"
+    for key in _TITLE_KEYS:
+        value = run.get(key)
+        if isinstance(value, str) and value:
+            title += f": {_one_line(value)}"
+            break
+    return {"title": title, "items": _flatten(run)}
