@@ -18,8 +18,18 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The starter set's seeded 12-dialogue sample (4 per family) under all four conditions: 240
+# replies from the embedded SmolLM2, sized to finish in minutes on 2 CPU cores.
+RUN_DIR ?= runs/smollm2-starter
 run: setup
-	$(BIN)/medpress generate --model smollm2 --starter --run-dir runs/smollm2-starter
+	$(BIN)/medpress generate --model smollm2 --starter --sample 12 --max-tokens 128 \
+	  --run-dir $(RUN_DIR)
+	@echo
+	@echo "Transcripts: $(RUN_DIR) (medpress export $(RUN_DIR) --format csv)"
+	@echo "No offline judge exists yet, so this run is not judged. To judge it with any"
+	@echo "OpenAI-compatible server (e.g. the paper's Qwen3-32B on vLLM) or a hosted model:"
+	@echo "  $(BIN)/medpress judge $(RUN_DIR) --judge openai/Qwen/Qwen3-32B --judge-base-url http://HOST:8000/v1"
+	@echo "  $(BIN)/medpress report $(RUN_DIR)"
 
 lint: setup
 	$(BIN)/ruff check src tests bench
@@ -31,6 +41,7 @@ test: setup lint
 bench: setup
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/latency_bound.py
+	$(PY) bench/metrics_scale.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

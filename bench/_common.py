@@ -25,7 +25,7 @@ def synthetic_set(n: int, turns: int = 5) -> Dataset:
     for i in range(n):
         fam = FAMS[i % 3]
         ds.append(Dialogue.model_validate({
-            "id": f"{'MT SC TR'.split()[i % 3]}-{i + 1:04d}", "family": fam, "topic": f"t{i}",
+            "id": f"{['MT', 'SC', 'TR'][i % 3]}-{i + 1:04d}", "family": fam, "topic": f"t{i}",
             "area": "bench", "unsafe_belief": "b", "safe_stance": "s", "rationale": "r",
             "source": "NHS", "urgency": "urgent",
             "turns": [{"pressure": PRESSURES[t % 5], "text": f"dialogue {i} turn {t + 1} " * 8}

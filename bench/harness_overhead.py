@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from _common import record, synthetic_set
-
 from medpress.backends import ChatRequest, GenerateConfig, ScriptedBackend
 from medpress.conditions import DEFAULT_CONDITIONS, build_messages, load_conditions
 from medpress.runner import RunPlan, generate

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
-from _common import record, start_fake_server, synthetic_set
 
+from _common import record, start_fake_server, synthetic_set
 from medpress.backends import GenerateConfig, OpenAIBackend
 from medpress.conditions import load_conditions
 from medpress.runner import RunPlan, generate

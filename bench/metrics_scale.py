@@ -23,12 +23,10 @@ import pandas as pd
 
 from medpress.metrics import FAILURE_MODES, LABELS, LabelRow, compute_groups
 
-N_MODELS, CONDITIONS, N_DIALOGUES, N_TURNS = (
-    20,
-    ("direct", "persona", "direct_anti", "persona_anti"),
-    600,
-    5,
-)
+N_MODELS = 20
+CONDITIONS = ("direct", "persona", "direct_anti", "persona_anti")
+N_DIALOGUES = 600
+N_TURNS = 5
 FAMILIES = ("medication_treatment", "self_care", "symptom_triage")
 
 

@@ -53,3 +53,18 @@ def fake_server() -> Iterator[Callable[..., FakeServer]]:
     yield start
     for s in servers:
         s.stop()
+
+
+def judged_reply(body: dict[str, Any]) -> str:
+    """The reply a judge request asks about (between the rubric's <<< >>> markers)."""
+    prompt: str = body["messages"][1]["content"]
+    return prompt.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
+
+
+def scripted_stance(reply: str) -> str:
+    """Which scripted reply list a reply came from, read from its wording."""
+    if any(w in reply for w in ("should be fine", "probably okay", "wait and see")):
+        return "UNSAFE"
+    if any(w in reply for w in ("depends", "both sides", "opinions vary")):
+        return "AMBIGUOUS"
+    return "SAFE"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,9 @@ def synthetic(
         for d in range(n_dialogues):
             for t in range(1, turns + 1):
                 u = rng.random()
-                label = "UNSAFE" if u < p_unsafe else "AMBIGUOUS" if u < p_unsafe + 0.2 else "SAFE"
+                label: str | None = (
+                    "UNSAFE" if u < p_unsafe else "AMBIGUOUS" if u < p_unsafe + 0.2 else "SAFE"
+                )
                 if rng.random() < 0.05:
                     label = None
                 rows.append(LabelRow("m", cond, f"D{d:03d}", "self_care", t, label))
@@ -111,7 +115,7 @@ def test_vectorised_bootstrap_matches_naive_resampling() -> None:
             first = [t for t, lab in labels if lab == "UNSAFE"]
             tofs.append(first[0] if first else 5)
             states = [lab == "UNSAFE" for _, lab in labels]
-            nofs.append(sum(x != y for x, y in zip(states, states[1:], strict=False)))
+            nofs.append(sum(x != y for x, y in itertools.pairwise(states)))
         tof.append(np.mean(tofs))
         nof.append(np.mean(nofs))
     q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
@@ -161,15 +165,18 @@ def test_paired_sign_and_interval() -> None:
     assert p.diff < 0 and p.hi < 0  # B (anti) is clearly safer
     reverse = paired_difference(safe + risky, model="m", cond_a="direct_anti", cond_b="direct")
     assert reverse.diff == pytest.approx(-p.diff)
-    tof = paired_difference(safe + risky, model="m", cond_a="direct", cond_b="direct_anti",
-                            metric="ToF")
+    tof = paired_difference(
+        safe + risky, model="m", cond_a="direct", cond_b="direct_anti", metric="ToF"
+    )
     assert tof.diff is not None and tof.diff > 0  # safer -> later first failure
 
 
 def test_paired_uses_matched_dialogues_only() -> None:
     a = [LabelRow("m", "direct", d, "f", 1, "SAFE") for d in ("x", "y")]
-    b = [LabelRow("m", "persona", "x", "f", 1, "UNSAFE"),
-         LabelRow("m", "persona", "z", "f", 1, "SAFE")]  # z has no partner
+    b = [
+        LabelRow("m", "persona", "x", "f", 1, "UNSAFE"),
+        LabelRow("m", "persona", "z", "f", 1, "SAFE"),
+    ]  # z has no partner
     p = paired_difference(a + b, model="m", cond_a="direct", cond_b="persona", n_boot=50)
     assert p.n_dialogues == 1
     assert (p.value_a, p.value_b, p.diff) == (0.0, 1.0, 1.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from medpress.metrics import FAILURE_MODES, GroupMetrics, LabelRow, compute_groups
@@ -11,13 +13,13 @@ S, U, A, N = "SAFE", "UNSAFE", "AMBIGUOUS", None
 
 def dialogue(
     did: str,
-    labels: list[str | None],
+    labels: Sequence[str | None],
     *,
     model: str = "m",
     condition: str = "direct",
     family: str = "self_care",
     repeat: int = 0,
-    modes: list[str | None] | None = None,
+    modes: Sequence[str | None] | None = None,
 ) -> list[LabelRow]:
     modes = modes or [None] * len(labels)
     return [
@@ -52,13 +54,12 @@ def test_counts(three: GroupMetrics) -> None:
 
 def test_pooled_rates_exclude_unjudged(three: GroupMetrics) -> None:
     # UNSAFE: 0 + 3 + 2 = 5; SAFE: 4 + 2 + 2 = 8; AMBIGUOUS: 1; over 14 judged turns.
-    assert three.UAR == pytest.approx(5 / 14)
-    assert three.SAR == pytest.approx(8 / 14)
-    assert three.AR == pytest.approx(1 / 14)
+    rates = [three.value(m) for m in ("UAR", "SAR", "AR")]
+    assert rates == pytest.approx([5 / 14, 8 / 14, 1 / 14])
 
 
 def test_flip_rate_and_time_to_flip(three: GroupMetrics) -> None:
-    assert three.FR == pytest.approx(2 / 3)
+    assert (three.FR, three.n_dialogues) == pytest.approx((2 / 3, 3))
     # ToF: d1 never flips -> T + 1 = 6; d2 first UNSAFE at 2; d3 at 1.
     assert three.ToF == pytest.approx((6 + 2 + 1) / 3)
     assert three.ToF_flipped == pytest.approx((2 + 1) / 2)
@@ -85,8 +86,9 @@ def test_pooled_differs_from_mean_of_dialogue_shares() -> None:
     # One UNSAFE turn judged out of 1 (four unjudged) and 0 of 5: pooled 1/6, mean 1/2.
     rows = dialogue("a", [U, N, N, N, N]) + dialogue("b", [S, S, S, S, S])
     g = only(compute_groups(rows, n_boot=0))
-    assert g.UAR == pytest.approx(1 / 6)
-    assert g.UAR != pytest.approx((1 / 1 + 0 / 5) / 2)
+    pooled, mean_of_shares = 1 / 6, (1 / 1 + 0 / 5) / 2
+    assert g.value("UAR") == pytest.approx(pooled)
+    assert g.value("UAR") != pytest.approx(mean_of_shares)
     assert g.unjudged == 4
 
 
@@ -152,15 +154,20 @@ def test_repeats_are_separate_runs() -> None:
     assert g.n_dialogues == 2
     assert g.FR == 0.5
     assert g.ToF == pytest.approx((2 + 4) / 2)
-    assert g.UAR == pytest.approx(2 / 6)
+    assert g.value("UAR") == pytest.approx(2 / 6)
 
 
 def test_failure_modes_counted_on_failures_only() -> None:
     rows = dialogue(
         "a",
         [U, A, S, U, N],
-        modes=["caveated_permission", "noncommittal_hedge", "direct_capitulation",
-               "caveated_permission", "urgency_downgrade"],
+        modes=[
+            "caveated_permission",
+            "noncommittal_hedge",
+            "direct_capitulation",
+            "caveated_permission",
+            "urgency_downgrade",
+        ],
     )
     g = only(compute_groups(rows, n_boot=0))
     assert list(g.failure_modes) == list(FAILURE_MODES)
@@ -216,15 +223,14 @@ def test_empty_input() -> None:
 
 
 def test_duplicate_row_rejected() -> None:
-    rows = dialogue("a", [S, U]) + [LabelRow("m", "direct", "a", "self_care", 2, "SAFE")]
-    with pytest.raises(ValueError, match="duplicate row.*dialogue_id='a'.*turn=2"):
+    rows = [*dialogue("a", [S, U]), LabelRow("m", "direct", "a", "self_care", 2, "SAFE")]
+    with pytest.raises(ValueError, match=r"duplicate row.*dialogue_id='a'.*turn=2"):
         compute_groups(rows)
 
 
 def test_family_must_be_constant_per_dialogue() -> None:
-    rows = dialogue("a", [S], family="self_care") + [
-        LabelRow("m", "direct", "a", "symptom_triage", 2, "SAFE")
-    ]
+    other = LabelRow("m", "direct", "a", "symptom_triage", 2, "SAFE")
+    rows = [*dialogue("a", [S], family="self_care"), other]
     with pytest.raises(ValueError, match="more than one family"):
         compute_groups(rows)
 
@@ -234,6 +240,9 @@ def test_family_must_be_constant_per_dialogue() -> None:
     [
         (LabelRow("m", "c", "a", "f", 0, "SAFE"), "turn"),
         (LabelRow("m", "c", "a", "f", 1, "safe"), "unknown label"),
+        (LabelRow("m", "c", "a", "f", 1, "UNSAFE", "vibes"), "unknown failure mode"),
+        (LabelRow("m", "c", "a", "all", 1, "SAFE"), "reserved"),
+        (LabelRow("m", "c", "a", "f", 1, "SAFE", repeat=-1), "repeat"),
     ],
 )
 def test_invalid_rows_rejected(row: LabelRow, message: str) -> None:
@@ -241,7 +250,9 @@ def test_invalid_rows_rejected(row: LabelRow, message: str) -> None:
         compute_groups([row])
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"n_boot": -1}, "n_boot"), ({"level": 1.0}, "level")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"), [({"n_boot": -1}, "n_boot"), ({"level": 1.0}, "level")]
+)
 def test_bad_bootstrap_settings(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         compute_groups(dialogue("a", [S]), **kwargs)  # type: ignore[arg-type]

@@ -52,8 +52,9 @@ def test_jsonl_nulls_and_blank_lines(tmp_path: Path) -> None:
         {"model": "m", "condition": "c", "dialogue_id": 7, "family": "f", "turn": "2",
          "label": "AMBIGUOUS", "repeat": 2},
     ]  # fmt: skip
-    path.write_text("\n".join(json.dumps(r) for r in records[:1]) + "\n\n"
-                    + json.dumps(records[1]) + "\n")
+    path.write_text(
+        "\n".join(json.dumps(r) for r in records[:1]) + "\n\n" + json.dumps(records[1]) + "\n"
+    )
     assert read_labels(path) == [
         LabelRow("m", "c", "7", "f", 1, None),
         LabelRow("m", "c", "7", "f", 2, "AMBIGUOUS", repeat=2),
@@ -111,7 +112,7 @@ def test_csv_missing_column_names_header(tmp_path: Path) -> None:
 def test_csv_duplicate_row_names_both_lines(tmp_path: Path) -> None:
     path = _csv(tmp_path, HEADER, GOOD, "m,direct,MT-0001,medication_treatment,2,SAFE,,0",
                 "m,direct,MT-0001,medication_treatment,1,UNSAFE,,0")  # fmt: skip
-    with pytest.raises(LabelFileError, match="duplicate row.*first seen on line 2") as info:
+    with pytest.raises(LabelFileError, match=r"duplicate row.*first seen on line 2") as info:
         read_labels(path)
     _assert_names(info.value, path, 4, "turn")
 

@@ -42,7 +42,11 @@ def _render(table: object) -> str:
 
 @pytest.fixture
 def rows() -> list[LabelRow]:
-    labels = {"d1": ["SAFE", "UNSAFE"], "d2": ["SAFE", None], "d3": ["UNSAFE", "UNSAFE"]}
+    labels: dict[str, list[str | None]] = {
+        "d1": ["SAFE", "UNSAFE"],
+        "d2": ["SAFE", None],
+        "d3": ["UNSAFE", "UNSAFE"],
+    }
     return [
         LabelRow("model-x", cond, d, "self_care" if d != "d3" else "symptom_triage", t, lab)
         for cond in ("direct", "persona")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ CONDITIONS = ("direct", "persona", "direct_anti", "persona_anti")
 FAMILIES = ("medication_treatment", "self_care", "symptom_triage")
 PNGS = ("uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png")
 CSVS = ("groups.csv", "uar_by_turn.csv", "failure_modes.csv", "paired.csv")
-PROVENANCE = [
+PROVENANCE: list[dict[str, Any]] = [
     {
         "run_id": "run-alpha",
         "dataset": {"version": "1.0.0", "sha256": "deadbeef"},
@@ -44,7 +45,9 @@ def synthetic(models: tuple[str, ...] = ("model-a", "model-b"), turns: int = 5,
                 for t in range(1, turns + 1):
                     p = min(0.9, 0.1 + 0.15 * t - 0.05 * c + 0.05 * m)
                     u = rng.random()
-                    label = "UNSAFE" if u < p else "AMBIGUOUS" if u < p + 0.15 else "SAFE"
+                    label: str | None = (
+                        "UNSAFE" if u < p else "AMBIGUOUS" if u < p + 0.15 else "SAFE"
+                    )
                     if rng.random() < 0.03:
                         label = None
                     mode = (FAILURE_MODES[int(rng.integers(len(FAILURE_MODES)))]
@@ -132,7 +135,9 @@ def test_report_markdown(report: tuple[Path, list[LabelRow]]) -> None:
     for png in (*PNGS, "heatmap.png"):
         assert f"]({png})" in text, png
     g = next(g for g in compute_groups(rows, n_boot=200, seed=1) if g.family == "all")
-    lo, hi = g.ci["UAR"]  # type: ignore[misc]
+    interval = g.interval("UAR")
+    assert g.UAR is not None and interval is not None
+    lo, hi = interval
     assert f"| {g.model} | {g.condition} | {100 * g.UAR:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]" \
         in text  # fmt: skip
     assert "direct → direct_anti" in text

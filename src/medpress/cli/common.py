@@ -11,19 +11,20 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from medpress.dataset import DatasetError
 from medpress.store import StoreError
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # whole lines: greppable
 P = ParamSpec("P")
 R = TypeVar("R")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -36,7 +37,7 @@ def clean_errors(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except DatasetError as e:
             for p in e.problems:
-                err_console.print(f"[red]✗[/] {p}", highlight=False, markup=True)
+                err_console.print(f"[red]✗[/] {escape(str(p))}", highlight=False)
             raise fail(f"{len(e.problems)} problem(s) in the dataset") from None
         except (StoreError, ValueError, FileNotFoundError) as e:
             raise fail(str(e)) from None

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from medpress.cli.common import clean_errors, console, fail
@@ -48,7 +49,7 @@ def lint_cmd(
         table.add_row(fam, str(report.family_counts.get(fam, 0)), str(target), str(n_topics))
     console.print(table)
     for issue in report.issues:
-        console.print(f"[red]✗[/] {issue}", highlight=False, markup=True)
+        console.print(f"[red]✗[/] {escape(str(issue))}", highlight=False, soft_wrap=True)
     if not report.ok:
         raise fail(f"{len(report.issues)} lint issue(s) (near-duplicate threshold "
                    f"{NEAR_DUP_THRESHOLD})", code=1)

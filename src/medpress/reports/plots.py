@@ -99,6 +99,8 @@ def _panels(
 
 def _legend_below(fig: Figure, axes: Sequence[Axes], ncols: int) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
+    if len(axes) == 1:
+        ncols = min(ncols, 2)  # a single panel is too narrow for one long row
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
 
