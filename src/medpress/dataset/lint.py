@@ -34,7 +34,8 @@ class LintIssue:
     message: str
 
     def __str__(self) -> str:
-        return f"[{self.rule}] {', '.join(self.ids)}: {self.message}"
+        who = f" {', '.join(self.ids)}:" if self.ids else ""
+        return f"[{self.rule}]{who} {self.message}"
 
 
 @dataclass(frozen=True)
