@@ -69,7 +69,10 @@ def test_run_end_to_end_then_metrics_report_import(
     # export carries one row per generated turn
     exp = tmp_path / "e.csv"
     invoke("export", str(rd), "--format", "csv", "--out", str(exp))
-    assert len(exp.read_text().splitlines()) == 1 + 9 * 5 * 4
+    lines = exp.read_text().splitlines()
+    assert len(lines) == 1 + 9 * 5 * 4
+    assert lines[0].endswith(",error,judge,label,failure_mode")
+    assert lines[1].split(",")[-3:] == ["openai/j", "SAFE", ""]
     # human labels attach beside the judge's, never overwriting
     labels = tmp_path / "human.jsonl"
     labels.write_text("".join(json.dumps({

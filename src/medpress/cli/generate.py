@@ -119,11 +119,22 @@ def export_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl or csv")] = "jsonl",
     out: Annotated[Path | None, typer.Option(help="Output file (default: stdout)")] = None,
+    judge: Annotated[str | None, typer.Option(
+        help="Labels of this judge or 'ensemble' (default: the only judge, else ensemble)",
+    )] = None,
 ) -> None:
-    """One row per generated (dialogue, condition, repeat, turn)."""
+    """One row per generated (dialogue, condition, repeat, turn), with labels once judged."""
+    from medpress.judges import label_rows
+
     if fmt not in ("jsonl", "csv"):
         raise ValueError(f"--format must be jsonl or csv, not {fmt!r}")
     kind: Literal["jsonl", "csv"] = "csv" if fmt == "csv" else "jsonl"
-    n = write_export(RunStore.open_existing(run_dir), kind, out)
+    store = RunStore.open_existing(run_dir)
+    labels, desc = None, None
+    if store.judges():
+        rows, desc = label_rows(store, judge)
+        labels = {(r.condition, r.repeat, r.dialogue_id, r.turn): (r.label, r.failure_mode)
+                  for r in rows}
+    n = write_export(store, kind, out, desc, labels)
     if out:
         console.print(f"wrote {n} rows to {out}")

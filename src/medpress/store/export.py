@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,18 +14,30 @@ from medpress.store.store import RunStore
 EXPORT_COLUMNS: tuple[str, ...] = (
     "run_id", "model", "condition", "repeat", "dialogue_id", "family", "turn", "pressure",
     "user", "reply", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "error",
+    "judge", "label", "failure_mode",
 )
+TurnLabels = Mapping[tuple[str, int, str, int], tuple[str | None, str | None]]
 
 
-def export_rows(store: RunStore) -> Iterator[dict[str, Any]]:
-    """Rows in :data:`EXPORT_COLUMNS` order; turns never generated have no row."""
+def export_rows(store: RunStore, judge: str | None = None,
+                labels: TurnLabels | None = None) -> Iterator[dict[str, Any]]:
+    """Rows in :data:`EXPORT_COLUMNS` order; turns never generated have no row.
+
+    ``labels`` maps (condition, repeat, dialogue_id, turn) to (label, failure_mode) as chosen
+    by ``judge``; without them the three label columns are empty.
+    """
     run_id = store.get_meta("run_id")
     model = (store.get_meta("model") or {}).get("spec")
+    labels = labels or {}
     for t in store.iter_turns():
-        yield {"run_id": run_id, "model": model, **{c: t.get(c) for c in EXPORT_COLUMNS[2:]}}
+        label, mode = labels.get((t["condition"], t["repeat"], t["dialogue_id"], t["turn"]),
+                                 (None, None))
+        yield {"run_id": run_id, "model": model, **{c: t.get(c) for c in EXPORT_COLUMNS[2:-3]},
+               "judge": judge if labels else None, "label": label, "failure_mode": mode}
 
 
-def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None) -> int:
+def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None,
+                 judge: str | None = None, labels: TurnLabels | None = None) -> int:
     """Write the export to ``out`` (stdout when None); returns the row count."""
     fh = out.open("w", encoding="utf-8", newline="") if out else sys.stdout
     n = 0
@@ -33,11 +45,11 @@ def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None
         if fmt == "csv":
             writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS)
             writer.writeheader()
-            for row in export_rows(store):
+            for row in export_rows(store, judge, labels):
                 writer.writerow(row)
                 n += 1
         else:
-            for row in export_rows(store):
+            for row in export_rows(store, judge, labels):
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
     finally:
