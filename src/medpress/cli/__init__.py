@@ -5,8 +5,8 @@ import typer
 from medpress.cli import data
 from medpress.cli.evaluate import (
     disagreements_cmd,
+    judge_app,
     judge_check_cmd,
-    judge_cmd,
     labels_app,
 )
 from medpress.cli.generate import export_cmd, generate_cmd
@@ -23,7 +23,7 @@ app.add_typer(data.app, name="data")
 app.add_typer(labels_app, name="labels")
 app.command("run")(run_cmd)
 app.command("generate")(generate_cmd)
-app.command("judge")(judge_cmd)
+app.add_typer(judge_app, name="judge")
 app.command("judge-check")(judge_check_cmd)
 app.command("disagreements")(disagreements_cmd)
 app.command("metrics")(metrics_cmd)

@@ -7,14 +7,15 @@ import json
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from medpress.cli.common import clean_errors, console
-from medpress.dataset import resolve_dataset
+from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import (
     ENSEMBLE,
     GoldFileError,
@@ -40,6 +41,23 @@ JudgeUrlOpt = Annotated[list[str] | None, typer.Option(
 JudgeConcOpt = Annotated[int, typer.Option(help="Judge requests in flight")]
 
 labels_app = typer.Typer(help="Attach labels from a file to a run.", no_args_is_help=True)
+
+
+class JudgeGroup(TyperGroup):
+    """``medpress judge RUN_DIR …`` judges a run; ``medpress judge train-embedded`` trains.
+
+    Anything that is not a subcommand name is taken as the RUN_DIR of the default ``run``.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored Context
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+judge_app = typer.Typer(cls=JudgeGroup, no_args_is_help=True,
+                        help="Judge a run (medpress judge RUN_DIR --judge SPEC), or train the "
+                             "embedded judge (medpress judge train-embedded).")
 
 
 def judge_urls(judges: list[str], urls: list[str] | None) -> list[str | None]:
@@ -98,6 +116,7 @@ def print_agreement(store: RunStore) -> None:
     console.print(table)
 
 
+@judge_app.command("run")
 @clean_errors
 def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory")],
@@ -108,6 +127,35 @@ def judge_cmd(
 ) -> None:
     """Judge an existing run; adds judgments, never regenerates replies, resumes."""
     judge_store(RunStore.open_existing(run_dir), judge, judge_base_url, concurrency, dataset)
+
+
+@judge_app.command("train-embedded")
+@clean_errors
+def train_embedded_cmd(
+    dataset: Annotated[Path | None, typer.Option(help="Labelled set (default: shipped)")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the split and the classifier")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Model folder (default: cache dir)")] = None,
+) -> None:
+    """Train the offline judge on the references of the train split; report the held-out split."""
+    from medpress.judges.embedded import default_model_dir, train_embedded
+
+    steps = ["embedding replies and cards",
+             "choosing the UNSAFE threshold by 5-fold cross-validation",
+             "fitting the final model", "scoring the held-out dialogues"]
+    with Progress(TextColumn("[bold]training embedded judge"), BarColumn(),
+                  MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console) as prog:
+        task = prog.add_task("", total=len(steps))
+
+        def step(msg: str) -> None:
+            prog.update(task, completed=steps.index(msg), description=msg)
+
+        meta = train_embedded(resolve_dataset(dataset), seed=seed, out=out, progress=step)
+        prog.update(task, completed=len(steps), description="done")
+    console.print(f"saved to {out or default_model_dir()} in {meta['train_seconds']} s; "
+                  f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "
+                  "dialogues (split by topic)")
+    print_check({**meta["held_out"], "judge": "embedded (held-out references)"})
 
 
 @clean_errors
@@ -121,6 +169,8 @@ def judge_check_cmd(
 ) -> None:
     """Measure a judge against known labels (default: the dataset's references)."""
     ds = resolve_dataset(dataset)
+    if judge == "embedded" and labels is None:
+        ds = ds.subset(embedded_held_out(ds))
     try:
         gold = label_file_items(labels, ds) if labels else reference_items(ds)
     except GoldFileError as e:
@@ -131,6 +181,17 @@ def judge_check_cmd(
         print(json.dumps(report, indent=2))
         return
     print_check(report)
+
+
+def embedded_held_out(ds: Dataset) -> list[str]:
+    """The embedded judge's held-out ids: it is only ever scored on dialogues it never saw."""
+    from medpress.judges.embedded import EmbeddedModel, default_model_dir
+
+    meta = EmbeddedModel.load(default_model_dir()).meta
+    if meta["dataset"]["hash"] != ds.content_hash:
+        raise ValueError("the embedded judge was trained on another version of this dataset; "
+                         "retrain it (medpress judge train-embedded) or pass --labels")
+    return list(meta["held_out_ids"])
 
 
 def print_check(report: dict[str, object]) -> None:

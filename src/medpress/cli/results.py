@@ -14,6 +14,8 @@ from medpress.metrics import LabelRow, compute_groups, metrics_table, read_label
 from medpress.reports import write_report
 from medpress.store import RunStore
 
+EMBEDDED = "embedded-"
+
 RunJudgeOpt = Annotated[str | None, typer.Option(
     "--judge", help="Whose labels: a judge name, or 'ensemble' (default: the only judge, "
     "else the ensemble of all)")]
@@ -72,6 +74,10 @@ def metrics_cmd(
         print(json.dumps({"labels": source, "groups": [g.to_dict() for g in groups]}))
         return
     console.print(f"labels: {source}")
+    if EMBEDDED in source:
+        from medpress.judges.embedded import trust_note
+
+        console.print(f"[yellow]{trust_note()}[/]")
     console.print(metrics_table(groups))
 
 
@@ -81,6 +87,10 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
     if all(r.label is None for r in rows):
         raise ValueError(f"no labels in {', '.join(map(str, run_dirs))}: judge the run first "
                          "(medpress judge RUN_DIR --judge SPEC) or import labels")
+    if label_note is None and EMBEDDED in desc:
+        from medpress.judges.embedded import trust_note
+
+        label_note = trust_note()
     out_dir = out or run_dirs[0] / "report"
     return write_report(out_dir, rows, provs, judge=desc, label_note=label_note,
                         n_boot=n_boot, seed=seed)

