@@ -78,6 +78,8 @@ class Backend(ABC):
     batched: ClassVar[bool] = False
     supports_system_role: bool = True
     spec: str = ""
+    # Most requests the backend can serve at once (e.g. its worker count); None = no limit.
+    max_concurrency: int | None = None
 
     @abstractmethod
     async def complete(self, request: ChatRequest) -> ChatResult: ...

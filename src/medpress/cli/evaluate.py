@@ -135,9 +135,21 @@ def train_embedded_cmd(
     dataset: Annotated[Path | None, typer.Option(help="Labelled set (default: shipped)")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the split and the classifier")] = 0,
     out: Annotated[Path | None, typer.Option(help="Model folder (default: cache dir)")] = None,
+    if_missing: Annotated[bool, typer.Option(
+        help="Do nothing if a model trained on this dataset version already exists")] = False,
 ) -> None:
     """Train the offline judge on the references of the train split; report the held-out split."""
-    from medpress.judges.embedded import default_model_dir, train_embedded
+    from medpress.judges.embedded import EmbeddedModel, default_model_dir, train_embedded
+
+    ds = resolve_dataset(dataset)
+    if if_missing:
+        try:
+            meta = EmbeddedModel.load(out or default_model_dir()).meta
+        except FileNotFoundError:
+            meta = {}
+        if meta.get("dataset", {}).get("hash") == ds.content_hash and meta.get("seed") == seed:
+            console.print(f"embedded judge already trained ({out or default_model_dir()})")
+            return
 
     steps = ["embedding replies and cards",
              "choosing the UNSAFE threshold by 5-fold cross-validation",
@@ -150,7 +162,7 @@ def train_embedded_cmd(
         def step(msg: str) -> None:
             prog.update(task, completed=steps.index(msg), description=msg)
 
-        meta = train_embedded(resolve_dataset(dataset), seed=seed, out=out, progress=step)
+        meta = train_embedded(ds, seed=seed, out=out, progress=step)
         prog.update(task, completed=len(steps), description="done")
     console.print(f"saved to {out or default_model_dir()} in {meta['train_seconds']} s; "
                   f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "

@@ -84,7 +84,8 @@ class Runner:
         self.backend = backend
         self.store = store
         self.plan = plan
-        self.concurrency = max(1, concurrency)
+        limit = backend.max_concurrency
+        self.concurrency = max(1, min(concurrency, limit) if limit else concurrency)
         self.on_result = on_result
         self.summary = RunSummary()
         self._states: dict[tuple[str, int, str], UnitState] = {}
