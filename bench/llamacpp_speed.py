@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from _common import record
-
 from medpress.backends import GenerateConfig, LlamaCppBackend, smollm2_path
 from medpress.backends.llamacpp import _config, _Engine
 from medpress.conditions import DEFAULT_CONDITIONS, build_messages, load_conditions
@@ -31,11 +30,12 @@ from medpress.runner import RunPlan, generate
 from medpress.store import RunStore
 
 CONFIG = GenerateConfig(max_tokens=96)
+Replies = dict[tuple[str, str, int], str]
 
 
-def single_stream(plan: RunPlan) -> tuple[float, dict[tuple[str, str, int], str]]:
+def single_stream(plan: RunPlan) -> tuple[float, Replies]:
     engine = _Engine(str(smollm2_path()), 4096, os.cpu_count() or 1)
-    replies: dict[tuple[str, str, int], str] = {}
+    replies: Replies = {}
     tokens = 0
     start = time.perf_counter()
     for turn in range(1, 6):
@@ -49,7 +49,7 @@ def single_stream(plan: RunPlan) -> tuple[float, dict[tuple[str, str, int], str]
     return tokens / (time.perf_counter() - start), replies
 
 
-def medpress_run(plan: RunPlan, workers: int, tmp: Path) -> tuple[float, dict[tuple[str, str, int], str]]:
+def medpress_run(plan: RunPlan, workers: int, tmp: Path) -> tuple[float, Replies]:
     backend = LlamaCppBackend(smollm2_path(), spec="smollm2", workers=workers)
     store = RunStore(tmp / f"w{workers}")
     start = time.perf_counter()
