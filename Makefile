@@ -20,18 +20,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The starter set's seeded 12-dialogue sample (4 per family) under all four conditions: 240
-# replies from the embedded SmolLM2, sized to finish in minutes on 2 CPU cores.
+# The full pipeline on the embedded defaults: SmolLM2 generates, the embedded judge labels, then
+# metrics and the report. A seeded 12-dialogue sample of the starter set (4 per family) under all
+# four conditions: 240 replies, sized to finish in minutes on 2 CPU cores. Re-running resumes.
 RUN_DIR ?= runs/smollm2-starter
 run: setup
-	$(BIN)/medpress generate --model smollm2 --starter --sample 12 --max-tokens 128 \
-	  --run-dir $(RUN_DIR)
-	@echo
-	@echo "Transcripts: $(RUN_DIR) (medpress export $(RUN_DIR) --format csv)"
-	@echo "No offline judge exists yet, so this run is not judged. To judge it with any"
-	@echo "OpenAI-compatible server (e.g. the paper's Qwen3-32B on vLLM) or a hosted model:"
-	@echo "  $(BIN)/medpress judge $(RUN_DIR) --judge openai/Qwen/Qwen3-32B --judge-base-url http://HOST:8000/v1"
-	@echo "  $(BIN)/medpress report $(RUN_DIR)"
+	$(BIN)/medpress judge train-embedded --if-missing
+	$(BIN)/medpress run --model smollm2 --judge embedded --starter --sample 12 \
+	  --max-tokens 128 --run-dir $(RUN_DIR)
 
 lint: setup
 	$(BIN)/ruff check src tests bench
@@ -40,10 +36,10 @@ lint: setup
 test: setup lint
 	$(PY) -m pytest -q
 
+# Every bench/*.py (inspect-ai goes into its own bench/.venv-inspect), then one table of every
+# figure in bench/results.json against its target.
 bench: setup
-	$(PY) bench/harness_overhead.py
-	$(PY) bench/latency_bound.py
-	$(PY) bench/metrics_scale.py
+	$(PY) bench/run_all.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

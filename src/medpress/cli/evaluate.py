@@ -135,11 +135,15 @@ def train_embedded_cmd(
     dataset: Annotated[Path | None, typer.Option(help="Labelled set (default: shipped)")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the split and the classifier")] = 0,
     out: Annotated[Path | None, typer.Option(help="Model folder (default: cache dir)")] = None,
+    real_labels: Annotated[Path | None, typer.Option(
+        help="Hand-labelled real replies to held-out dialogues, scored into the model's meta "
+             "(default: labels/smollm2_heldout.jsonl when present)")] = None,
     if_missing: Annotated[bool, typer.Option(
         help="Do nothing if a model trained on this dataset version already exists")] = False,
 ) -> None:
     """Train the offline judge on the references of the train split; report the held-out split."""
     from medpress.judges.embedded import EmbeddedModel, default_model_dir, train_embedded
+    from medpress.judges.embedded.judge import training_fingerprint
 
     ds = resolve_dataset(dataset)
     if if_missing:
@@ -147,7 +151,8 @@ def train_embedded_cmd(
             meta = EmbeddedModel.load(out or default_model_dir()).meta
         except FileNotFoundError:
             meta = {}
-        if meta.get("dataset", {}).get("hash") == ds.content_hash and meta.get("seed") == seed:
+        if (meta.get("dataset", {}).get("hash") == ds.content_hash and meta.get("seed") == seed
+                and meta.get("train_data") == training_fingerprint()):
             console.print(f"embedded judge already trained ({out or default_model_dir()})")
             return
 
@@ -162,12 +167,16 @@ def train_embedded_cmd(
         def step(msg: str) -> None:
             prog.update(task, completed=steps.index(msg), description=msg)
 
-        meta = train_embedded(ds, seed=seed, out=out, progress=step)
+        default_real = Path("labels/smollm2_heldout.jsonl")
+        real = real_labels or (default_real if default_real.is_file() else None)
+        meta = train_embedded(ds, seed=seed, out=out, progress=step, real_check=real)
         prog.update(task, completed=len(steps), description="done")
     console.print(f"saved to {out or default_model_dir()} in {meta['train_seconds']} s; "
                   f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "
                   "dialogues (split by topic)")
     print_check({**meta["held_out"], "judge": "embedded (held-out references)"})
+    if "real_replies" in meta:
+        print_check({**meta["real_replies"], "judge": f"embedded ({meta['real_replies']['file']})"})
 
 
 @clean_errors

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable
 from itertools import islice
@@ -26,6 +28,9 @@ from medpress.metrics import LABELS
 
 NAME = f"embedded-{VERSION}"
 CHUNK = 128
+# Hand-labelled replies of a real small model (SmolLM2) to *train-split* dialogues: references
+# are clean prose, real failures are rambling validation and off-topic repetition.
+REAL_REPLIES = Path(__file__).parent / "data" / "smollm2_train.jsonl"
 
 
 def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
@@ -42,13 +47,42 @@ def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
     return out
 
 
+def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
+    """Identifies the extra training data, so a stale model is noticed and retrained."""
+    blob = real_replies.read_bytes() if real_replies is not None and real_replies.is_file() else b""
+    return f"{VERSION}:{hashlib.sha256(blob).hexdigest()[:16]}"
+
+
+def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str]) -> list[Example]:
+    """Examples from a ``judge-check --labels`` file, keeping only dialogues in ``allowed``."""
+    keep = set(allowed)
+    by_id = ds.by_id()
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        d = by_id.get(rec["dialogue_id"])
+        if d is not None and d.id in keep:
+            out.append(Example(rec["reply"], d.safe_stance, d.unsafe_belief, rec["label"]))
+    return out
+
+
 def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Train on the train split's references, score the held-out split, save; returns meta."""
+                   progress: Callable[[str], None] | None = None,
+                   real_replies: Path | None = REAL_REPLIES,
+                   real_check: Path | None = None) -> dict[str, Any]:
+    """Train on the train split (references plus hand-labelled real replies), score the
+    held-out split's references, save; returns meta. Nothing of the held-out split trains it.
+
+    ``real_check`` is an optional labels file of real replies to held-out dialogues (e.g.
+    ``labels/smollm2_heldout.jsonl``); its scores are saved as ``real_replies`` in the meta.
+    """
     say = progress or (lambda _m: None)
     start = time.perf_counter()
     train_ids, test_ids = topic_split(ds, seed)
-    model = train(reference_examples(ds, train_ids), seed=seed, progress=say)
+    refs = reference_examples(ds, train_ids)
+    real_train = (labelled_examples(ds, real_replies, train_ids)
+                  if real_replies is not None and real_replies.is_file() else [])
+    model = train(refs + real_train, seed=seed, progress=say)
     say("scoring the held-out dialogues")
     test = reference_examples(ds, test_ids)
     pred = [label for label, _ in model.predict(test)]
@@ -56,8 +90,16 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
     model.meta.update({
         "dataset": {"name": ds.name, "version": ds.version, "hash": ds.content_hash},
         "train_ids": train_ids, "held_out_ids": test_ids, "held_out": report,
-        "train_seconds": round(time.perf_counter() - start, 1),
+        "n_train_references": len(refs), "n_train_real_replies": len(real_train),
+        "train_data": training_fingerprint(real_replies),
     })
+    if real_check is not None:
+        real = labelled_examples(ds, real_check, test_ids)
+        pred = [label for label, _ in model.predict(real)]
+        model.meta["real_replies"] = {
+            "file": str(real_check),
+            **classification_report([str(e.label) for e in real], pred, LABELS)}
+    model.meta["train_seconds"] = round(time.perf_counter() - start, 1)
     path = out or default_model_dir()
     model.save(path)
     return model.meta

@@ -1,0 +1,34 @@
+"""`make run` end to end: generate with SmolLM2, judge with the embedded judge, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_make_run_produces_a_judged_measured_report(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "COLUMNS": "160"}
+    proc = subprocess.run(["make", "-s", "run", f"RUN_DIR={run_dir}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "UAR" in proc.stdout and "report:" in proc.stdout
+    report = run_dir / "report"
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert metrics["judge"].startswith("embedded-v1")
+    assert "approximate" in metrics["label_note"]
+    groups = [g for g in metrics["groups"] if g["family"] == "all"]
+    assert {g["condition"] for g in groups} == {"direct", "persona", "direct_anti", "persona_anti"}
+    for g in groups:
+        assert g["n_dialogues"] == 12
+        assert abs(g["UAR"] + g["SAR"] + g["AR"] - 1) < 1e-9
+    assert "approximate" in (report / "report.md").read_text()
+    for png in ("uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png"):
+        assert (report / png).stat().st_size > 10_000
