@@ -55,14 +55,18 @@ def smollm2_path() -> Path:
 class _Engine:
     """One llama.cpp context; lives in-process or inside a worker process."""
 
-    def __init__(self, model_path: str, n_ctx: int, n_threads: int) -> None:
+    def __init__(self, model_path: str, n_ctx: int, n_threads: int,
+                 prefix_cache: bool = True) -> None:
         from llama_cpp import Llama  # heavy import, only when a GGUF model is used
 
         self.llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads,
                          n_threads_batch=n_threads, verbose=False)
+        self.prefix_cache = prefix_cache
 
     def run(self, messages: list[Message], config: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
+        if not self.prefix_cache:
+            self.llm.reset()  # type: ignore[no-untyped-call]  # evaluate the whole prompt afresh
         try:
             out: Any = self.llm.create_chat_completion(
                 messages=messages,  # type: ignore[arg-type]
@@ -78,8 +82,9 @@ class _Engine:
                 "latency_s": time.perf_counter() - start}
 
 
-def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int) -> None:
-    engine = _Engine(model_path, n_ctx, n_threads)
+def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int,
+           prefix_cache: bool) -> None:
+    engine = _Engine(model_path, n_ctx, n_threads, prefix_cache)
     conn.send("ready")
     while (msg := conn.recv()) is not None:
         conn.send(engine.run(*msg))
@@ -114,7 +119,8 @@ class LlamaCppBackend(Backend):
     """
 
     def __init__(self, model_path: Path, *, spec: str | None = None, n_ctx: int = 4096,
-                 workers: int | None = None, n_threads: int | None = None) -> None:
+                 workers: int | None = None, n_threads: int | None = None,
+                 prefix_cache: bool | None = None) -> None:
         if not model_path.is_file():
             raise FileNotFoundError(f"GGUF file not found: {model_path}")
         self.model_path = model_path
@@ -124,7 +130,10 @@ class LlamaCppBackend(Backend):
         self.workers = workers or int(os.environ.get("MEDPRESS_LLAMA_WORKERS", "2"))
         self.n_threads = n_threads or max(1, cores // self.workers)
         self.max_concurrency = self.workers
+        self.prefix_cache = (prefix_cache if prefix_cache is not None
+                             else os.environ.get("MEDPRESS_LLAMA_PREFIX_CACHE", "1") == "1")
         self._pool: list[_Worker] = []
+        self._start_lock: asyncio.Lock | None = None
         self._free: asyncio.Condition | None = None
 
     def identity(self) -> dict[str, Any]:
@@ -135,14 +144,15 @@ class LlamaCppBackend(Backend):
         self._free = asyncio.Condition()
         if self.workers == 1:
             engine = await asyncio.to_thread(_Engine, str(self.model_path), self.n_ctx,
-                                             self.n_threads)
+                                             self.n_threads, self.prefix_cache)
             self._pool = [_Worker(engine=engine)]
             return
         ctx = mp.get_context("spawn")  # fork after threads or llama.cpp state is unsafe
         for _ in range(self.workers):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_serve, daemon=True,
-                               args=(child, str(self.model_path), self.n_ctx, self.n_threads))
+                               args=(child, str(self.model_path), self.n_ctx, self.n_threads,
+                                     self.prefix_cache))
             proc.start()
             self._pool.append(_Worker(conn=parent, proc=proc))
         for w in self._pool:
@@ -168,8 +178,11 @@ class LlamaCppBackend(Backend):
             self._free.notify()
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        if not self._pool:
-            await self._start()
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:  # concurrent first calls must start the pool once
+            if not self._pool:
+                await self._start()
         w = await self._acquire(request.messages)
         try:
             payload = (request.messages, _config(request.config))

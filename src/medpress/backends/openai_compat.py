@@ -102,6 +102,11 @@ class OpenAIBackend(Backend):
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
+    def _redact(self, text: str) -> str:
+        """``text`` without the API key, for a server that echoes it in an error body."""
+        key = os.environ.get(self.api_key_env)
+        return text.replace(key, "[redacted]") if key else text
+
     def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         if self._session is None or self._sem is None:
             connector = aiohttp.TCPConnector(limit=self.concurrency, ttl_dns_cache=300)
@@ -151,7 +156,8 @@ class OpenAIBackend(Backend):
                         kind, msg = "bad_response", f"unparseable response body ({len(raw)} bytes)"
                     else:
                         kind = _status_kind(status)
-                        msg = f"HTTP {status}: {raw[:300].decode(errors='replace')}"
+                        body_text = self._redact(raw[:4096].decode(errors="replace"))
+                        msg = f"HTTP {status}: {body_text[:300]}"
                         if status not in RETRYABLE_STATUS:
                             return ChatResult(request.key, None, error=msg, error_kind=kind,
                                               latency_s=time.perf_counter() - start,

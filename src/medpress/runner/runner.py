@@ -60,8 +60,12 @@ def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
     if existing is None:
         store.set_meta("run_id", uuid.uuid4().hex[:12])
         store.set_meta("created_at", now_iso())
+        # "model" last: its presence marks a fully prepared run, so a kill between these
+        # writes leaves a run that starts afresh rather than one that can never resume.
         for k, v in prov.items():
-            store.set_meta(k, v)
+            if k != "model":
+                store.set_meta(k, v)
+        store.set_meta("model", prov["model"])
     else:
         checks = {"model spec": (existing.get("spec"), prov["model"]["spec"]),
                   "dataset hash": (store.get_meta("dataset")["hash"], prov["dataset"]["hash"]),
