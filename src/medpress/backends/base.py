@@ -39,11 +39,18 @@ class GenerateConfig:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One model call. ``key`` is opaque to the backend and comes back on the result."""
+    """One model call. ``key`` is opaque to the backend and comes back on the result.
+
+    ``session`` names the conversation the call belongs to and ``final`` marks its last call,
+    so a backend that caches a conversation's state (llama.cpp's KV cache) can keep it for
+    the next turn and free it afterwards. Backends without such state ignore both.
+    """
 
     key: Hashable
     messages: list[Message]
     config: GenerateConfig = field(default_factory=GenerateConfig)
+    session: Hashable | None = None
+    final: bool = True
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,13 @@ Speed on a small CPU comes from two things (``bench/llamacpp_speed.py`` measures
 
 - **Prefix reuse.** Each turn's prompt extends the previous turn's prompt and reply, and a
   llama.cpp context keeps the KV cache of what it last evaluated. So this is a *concurrent*
-  backend: the runner carries one dialogue from turn to turn, and a request goes to the worker
-  whose last conversation is a prefix of it; only the new user turn is evaluated.
+  backend: the runner carries one dialogue (a ``session``) from turn to turn, the session keeps
+  its worker until its final turn, and only the new user turn is evaluated. A session's first
+  turn starts from an empty cache, so each dialogue's computation depends on its own turns only
+  and runs are reproducible whatever the scheduling. Reused KV entries of generated tokens were
+  computed one token at a time, while a fresh prompt evaluates them as a batch; llama.cpp's
+  kernels round the two differently, so about a third of replies differ in wording from a
+  no-cache run (``prefix_cache=False`` or ``MEDPRESS_LLAMA_PREFIX_CACHE=0`` gives those).
 - **Worker processes.** ``workers`` processes with ``cores // workers`` threads each, because at
   batch size 1 a tiny model uses threads poorly. ``workers=1`` runs in-process.
 """
@@ -17,7 +22,7 @@ import importlib.util
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -63,10 +68,12 @@ class _Engine:
                          n_threads_batch=n_threads, verbose=False)
         self.prefix_cache = prefix_cache
 
-    def run(self, messages: list[Message], config: dict[str, Any]) -> dict[str, Any]:
+    def run(self, messages: list[Message], config: dict[str, Any],
+            fresh: bool = True) -> dict[str, Any]:
+        """One completion; ``fresh`` evaluates the whole prompt instead of reusing the cache."""
         start = time.perf_counter()
-        if not self.prefix_cache:
-            self.llm.reset()  # type: ignore[no-untyped-call]  # evaluate the whole prompt afresh
+        if fresh or not self.prefix_cache:
+            self.llm.reset()  # type: ignore[no-untyped-call]
         try:
             out: Any = self.llm.create_chat_completion(
                 messages=messages,  # type: ignore[arg-type]
@@ -92,30 +99,21 @@ def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int,
 
 @dataclass
 class _Worker:
-    """A context plus what it last saw, for routing by shared prefix."""
+    """A context, and the session whose state its cache holds (if any)."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    last: list[Message] = field(default_factory=list)
+    session: Hashable | None = None
     idle_since: float = 0.0
     engine: _Engine | None = None
     conn: Connection | None = None
     proc: Any = None
 
-    def shared_prefix(self, messages: list[Message]) -> int:
-        n = 0
-        for a, b in zip(self.last, messages, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
-
 
 class LlamaCppBackend(Backend):
     """``llamacpp/<path.gguf>`` and ``smollm2``: ``workers`` llama.cpp contexts.
 
-    Requests go to a free worker, preferring the one whose last conversation shares the
-    longest prefix with the request (the same dialogue's previous turn), then the one idle
-    longest. Outputs at temperature 0 match a single in-process context.
+    A session's turns go to the worker that holds it; a new session takes a free worker that
+    holds none (else the one idle longest). Requests without a session always run fresh.
     """
 
     def __init__(self, model_path: Path, *, spec: str | None = None, n_ctx: int = 4096,
@@ -159,15 +157,22 @@ class LlamaCppBackend(Backend):
             assert w.conn is not None
             await asyncio.to_thread(w.conn.recv)  # "ready"
 
-    async def _acquire(self, messages: list[Message]) -> _Worker:
+    async def _acquire(self, session: Hashable | None) -> tuple[_Worker, bool]:
+        """A worker for the request, and whether its cache holds this session already."""
         assert self._free is not None
         async with self._free:
             while True:
+                own = next((w for w in self._pool if session is not None
+                            and w.session == session), None)
+                if own is not None and not own.lock.locked():
+                    await own.lock.acquire()
+                    return own, True
                 free = [w for w in self._pool if not w.lock.locked()]
-                if free:
-                    best = max(free, key=lambda w: (w.shared_prefix(messages), -w.idle_since))
+                if own is None and free:
+                    best = min(free, key=lambda w: (w.session is not None, w.idle_since))
                     await best.lock.acquire()
-                    return best
+                    best.session = session
+                    return best, False
                 await self._free.wait()
 
     async def _release(self, w: _Worker) -> None:
@@ -183,18 +188,18 @@ class LlamaCppBackend(Backend):
         async with self._start_lock:  # concurrent first calls must start the pool once
             if not self._pool:
                 await self._start()
-        w = await self._acquire(request.messages)
+        w, cached = await self._acquire(request.session)
+        out: dict[str, Any] = {"error": "llama.cpp worker failed", "latency_s": 0.0}
         try:
-            payload = (request.messages, _config(request.config))
+            payload = (request.messages, _config(request.config), not cached)
             if w.engine is not None:
                 out = await asyncio.to_thread(w.engine.run, *payload)
             else:
                 assert w.conn is not None
                 out = await asyncio.to_thread(_roundtrip, w.conn, payload)
-            w.last = list(request.messages)
-            if "text" in out:
-                w.last.append({"role": "assistant", "content": out["text"]})
         finally:
+            if request.final or request.session is None or "error" in out:
+                w.session = None  # the conversation is over: the worker is free for another
             await self._release(w)
         if "error" in out:
             return ChatResult(request.key, None, error=out["error"], error_kind="context",
@@ -218,6 +223,6 @@ def _config(c: GenerateConfig) -> dict[str, Any]:
             "json_mode": c.json_mode}
 
 
-def _roundtrip(conn: Connection, payload: tuple[Sequence[Message], dict[str, Any]]) -> Any:
+def _roundtrip(conn: Connection, payload: tuple[Sequence[Message], dict[str, Any], bool]) -> Any:
     conn.send(payload)
     return conn.recv()

@@ -101,7 +101,8 @@ class Runner:
         ]
         msgs = build_messages(unit.condition.system, pairs,
                               system_role=self.backend.supports_system_role)
-        return ChatRequest((unit, turn), msgs, self.plan.config_for(unit.repeat))
+        return ChatRequest((unit, turn), msgs, self.plan.config_for(unit.repeat),
+                           session=unit.key, final=turn == len(unit.dialogue.turns))
 
     def _record(self, unit: Unit, turn: int, res: ChatResult) -> None:
         t = unit.dialogue.turns[turn - 1]
