@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from medpress.dataset.schema import FAMILIES, URGENCIES, Dialogue
 
 SUFFIXES: tuple[str, ...] = (".jsonl", ".yaml", ".yml")
+# A directory holding this file is a versioned set: the file gives its name and version.
+MANIFEST_NAME = "manifest.yaml"
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,13 @@ def content_hash(dialogues: Iterable[Dialogue]) -> str:
 
 
 def expand_paths(paths: Iterable[Path]) -> list[Path]:
-    """Files named directly, plus every JSONL/YAML file under named directories (sorted)."""
+    """Files named directly, plus every JSONL/YAML file under named directories (sorted),
+    except a directory's ``manifest.yaml``."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
+            out.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()
+                              and f.name != MANIFEST_NAME))
         elif p.exists():
             out.append(p)
         else:
@@ -184,12 +188,19 @@ def load_records(paths: Iterable[Path]) -> tuple[list[Dialogue], list[Problem]]:
 def load_dataset(
     paths: Sequence[Path] | Path, *, name: str | None = None, version: str = "user"
 ) -> Dataset:
-    """Load a user set from files and/or directories.
+    """Load a set from files and/or directories.
+
+    A single directory with a ``manifest.yaml`` takes its name and version from it, unless
+    ``name``/``version`` are given.
 
     Raises:
         DatasetError: listing every problem, if any record is invalid or no record was found.
     """
     plist = [paths] if isinstance(paths, Path) else list(paths)
+    if len(plist) == 1 and (plist[0] / MANIFEST_NAME).is_file():
+        meta = yaml.safe_load((plist[0] / MANIFEST_NAME).read_text())
+        name = name or str(meta["name"])
+        version = str(meta["version"]) if version == "user" else version
     dialogues, problems = load_records(plist)
     if not problems and not dialogues:
         problems.append(Problem(", ".join(map(str, plist)), None, None, None, "no records found"))

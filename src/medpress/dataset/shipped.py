@@ -5,8 +5,6 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from medpress.dataset.loader import Dataset, load_dataset
 
 DATA_DIR: Path = Path(__file__).parent / "data"
@@ -16,9 +14,7 @@ MANIFEST: Path = DATA_DIR / "manifest.yaml"
 @cache
 def load_shipped() -> Dataset:
     """Load (once per process) the shipped MedPRESS set with its manifest name and version."""
-    meta = yaml.safe_load(MANIFEST.read_text())
-    return load_dataset(sorted(DATA_DIR.glob("*.jsonl")), name=meta["name"],
-                        version=meta["version"])
+    return load_dataset(DATA_DIR)
 
 
 def resolve_dataset(path: Path | None) -> Dataset:
