@@ -40,16 +40,18 @@ def test_embedded_smollm2_gives_real_deterministic_replies(workers: int) -> None
     assert again.text == a.text  # temperature 0 is deterministic across contexts
 
 
-def test_prefix_cached_runs_are_reproducible(tmp_path: Path) -> None:
+def test_prefix_reuse_and_workers_keep_replies_identical(tmp_path: Path) -> None:
     ds = load_shipped()
     plan = RunPlan(ds.subset(["MT-0001", "TR-0001", "SC-0001"]),
                    load_conditions().get(["direct"]), GenerateConfig(max_tokens=24))
 
-    def run(name: str) -> list[tuple[object, ...]]:
+    def run(name: str, workers: int, prefix: bool) -> list[tuple[object, ...]]:
         store = RunStore(tmp_path / name)
-        backend = LlamaCppBackend(smollm2_path(), spec="smollm2", workers=2)
-        asyncio.run(generate(backend, store, plan, concurrency=2))
+        backend = LlamaCppBackend(smollm2_path(), spec="smollm2", workers=workers,
+                                  prefix_cache=prefix)
+        asyncio.run(generate(backend, store, plan, concurrency=workers))
         return [(r["dialogue_id"], r["turn"], r["reply"]) for r in store.iter_turns()]
 
-    a, b = run("a"), run("b")
-    assert len(a) == 15 and a == b
+    fresh = run("fresh", 1, False)
+    assert len(fresh) == 15
+    assert run("cached", 2, True) == fresh

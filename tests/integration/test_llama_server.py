@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from medpress.backends import smollm2_path
 from medpress.cli import app
 from medpress.store import RunStore
-from tests.conftest import make_record, write_jsonl
 
 
 def free_port() -> int:

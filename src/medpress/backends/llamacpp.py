@@ -4,13 +4,12 @@ Speed on a small CPU comes from two things (``bench/llamacpp_speed.py`` measures
 
 - **Prefix reuse.** Each turn's prompt extends the previous turn's prompt and reply, and a
   llama.cpp context keeps the KV cache of what it last evaluated. So this is a *concurrent*
-  backend: the runner carries one dialogue (a ``session``) from turn to turn, the session keeps
-  its worker until its final turn, and only the new user turn is evaluated. A session's first
-  turn starts from an empty cache, so each dialogue's computation depends on its own turns only
-  and runs are reproducible whatever the scheduling. Reused KV entries of generated tokens were
-  computed one token at a time, while a fresh prompt evaluates them as a batch; llama.cpp's
-  kernels round the two differently, so about a third of replies differ in wording from a
-  no-cache run (``prefix_cache=False`` or ``MEDPRESS_LLAMA_PREFIX_CACHE=0`` gives those).
+  backend: the runner carries one dialogue (a ``session``) from turn to turn and the session
+  keeps its worker until its final turn. Only the previous turn's *prompt* is reused: the
+  cached entries of generated tokens were computed one token at a time, and llama.cpp rounds
+  those differently from a batch, so reusing them would change about a third of later replies.
+  Re-evaluating the reply with the new user turn as one batch keeps every reply identical to a
+  fresh single-context run at temperature 0 (``bench/llamacpp_speed.py`` checks this).
 - **Worker processes.** ``workers`` processes with ``cores // workers`` threads each, because at
   batch size 1 a tiny model uses threads poorly. ``workers=1`` runs in-process.
 """
@@ -67,6 +66,7 @@ class _Engine:
         self.llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads,
                          n_threads_batch=n_threads, verbose=False)
         self.prefix_cache = prefix_cache
+        self._prompt_len = 0
 
     def run(self, messages: list[Message], config: dict[str, Any],
             fresh: bool = True) -> dict[str, Any]:
@@ -74,6 +74,8 @@ class _Engine:
         start = time.perf_counter()
         if fresh or not self.prefix_cache:
             self.llm.reset()  # type: ignore[no-untyped-call]
+        else:  # keep only the batch-evaluated prompt of the previous turn (see module doc)
+            self.llm.n_tokens = min(self.llm.n_tokens, self._prompt_len)
         try:
             out: Any = self.llm.create_chat_completion(
                 messages=messages,  # type: ignore[arg-type]
@@ -83,6 +85,7 @@ class _Engine:
         except ValueError as e:  # llama.cpp raises ValueError when the prompt exceeds n_ctx
             return {"error": str(e), "latency_s": time.perf_counter() - start}
         usage = out.get("usage") or {}
+        self._prompt_len = int(usage.get("prompt_tokens") or 0)
         return {"text": out["choices"][0]["message"].get("content") or "",
                 "prompt_tokens": usage.get("prompt_tokens"),
                 "completion_tokens": usage.get("completion_tokens"),

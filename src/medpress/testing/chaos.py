@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import threading
 from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,13 +29,15 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
+from medpress.testing.background import BackgroundServer
+
 CHAOS_KINDS = ("429", "500", "503", "reset", "slow", "truncated")
 CLIENT_KIND = {"429": "http_429", "500": "http_5xx", "503": "http_5xx", "reset": "connection",
                "slow": "timeout", "truncated": "bad_response"}
 _FORWARDED_HEADERS = ("Authorization", "Content-Type", "Accept")
 
 
-class ChaosProxy:
+class ChaosProxy(BackgroundServer):
     """Start with :meth:`start` (runs in a background thread) or use as a context manager.
 
     Args:
@@ -58,6 +59,7 @@ class ChaosProxy:
                  p_slow: float = 0.0, slow_s: float = 5.0, p_truncated: float = 0.0,
                  latency_s: tuple[float, float] = (0.0, 0.0),
                  host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__()
         parts = urlsplit(upstream)
         self.upstream_origin = f"{parts.scheme}://{parts.netloc}"
         self.path = parts.path.rstrip("/")
@@ -79,9 +81,6 @@ class ChaosProxy:
         self._jitter = random.Random(seed + 1)
         self._storm_left = 0
         self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -155,55 +154,16 @@ class ChaosProxy:
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=None))
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
-                                     shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        await self._serve_app(app, handler_cancellation=True, shutdown_timeout=1.0)
 
     async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await super()._stop()
         if self._session is not None:
             await self._session.close()
-
-    def start(self) -> ChaosProxy:
-        ready = threading.Event()
-
-        def serve() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self._start())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("chaos proxy did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is None:
-            return
-        loop = self._loop
-        asyncio.run_coroutine_threadsafe(self._stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop = None
 
     def stats(self) -> dict[str, Any]:
         return {"requests": self.requests, "forwarded": self.forwarded, "storms": self.storms,
                 "injected": dict(self.injected)}
-
-    def __enter__(self) -> ChaosProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main() -> None:

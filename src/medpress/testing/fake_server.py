@@ -20,6 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from medpress.testing.background import BackgroundServer
+
 Responder = Callable[[dict[str, Any]], str]
 FAULTS = ("429", "500", "503", "timeout", "reset", "truncated", "ok")
 
@@ -30,13 +32,14 @@ def echo_responder(body: dict[str, Any]) -> str:
     return f"Reply to turn {len(users)}: I would not do that; please see a clinician."
 
 
-class FakeServer:
+class FakeServer(BackgroundServer):
     """Start with :meth:`start` (runs in a background thread) or use as a context manager."""
 
     def __init__(self, *, latency_s: float = 0.0, responder: Responder = echo_responder,
                  faults: Iterable[str] = (), retry_after: str = "0",
                  permanent_marker: str | None = None, timeout_sleep_s: float = 5.0,
                  host: str = "127.0.0.1", port: int = 0, record: bool = True) -> None:
+        super().__init__()
         self.latency_s = latency_s
         self.responder = responder
         self.faults: deque[str] = deque(faults)
@@ -50,9 +53,6 @@ class FakeServer:
         self.auth_headers: list[str] = []
         self.served = 0
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -105,45 +105,7 @@ class FakeServer:
     async def _start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    def start(self) -> FakeServer:
-        ready = threading.Event()
-
-        def serve() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self._start())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is None:
-            return
-        loop = self._loop
-        runner = self._runner
-        if runner is not None:
-            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop = None
-
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        await self._serve_app(app)
 
 
 def main() -> None:
