@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from medpress.cli.common import clean_errors, console, fail
 from medpress.dataset import (
+    DATA_DIR,
     FAMILIES,
     NEAR_DUP_THRESHOLD,
     lint,
@@ -18,6 +20,7 @@ from medpress.dataset import (
     resolve_dataset,
     stats,
 )
+from medpress.dataset.loader import MANIFEST_NAME
 
 app = typer.Typer(help="Validate, lint and describe dialogue sets.", no_args_is_help=True)
 
@@ -34,10 +37,15 @@ def validate(paths: Annotated[list[Path], typer.Argument(help="JSONL/YAML files 
 @clean_errors
 def lint_cmd(
     path: Annotated[Path | None, typer.Argument(help="Set to lint (default: shipped set)")] = None,
-    target: Annotated[int, typer.Option(help="Dialogues expected per family")] = 200,
+    target: Annotated[int | None, typer.Option(
+        help="Dialogues expected per family (default: the manifest's, else 200)")] = None,
 ) -> None:
     """Apply the shipped set's stricter rules: pressures, references, caps, counts, near-dups."""
     ds = resolve_dataset(path)
+    if target is None:
+        manifest = (path or DATA_DIR) / MANIFEST_NAME
+        meta = yaml.safe_load(manifest.read_text()) if manifest.is_file() else {}
+        target = int(meta.get("target_per_family", 200))
     report = lint(list(ds), target_per_family=target)
     table = Table(title=f"{ds.name} {ds.version}: dialogues per family")
     table.add_column("family")
