@@ -46,6 +46,21 @@ def build_plan(dataset: Path | None, conditions: str, sample: int | None, ids: s
     return RunPlan(ds, conds, config, repeats)
 
 
+def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditions: str,
+                sample: int | None, ids: str | None, starter: bool, run_dir: Path | None,
+                concurrency: int, temperature: float, max_tokens: int, repeats: int,
+                reasoning: str | None, seed: int, timeout: float = 120.0,
+                system_role: bool = True) -> tuple[Backend, RunStore, RunPlan, Path]:
+    """What ``generate`` and ``run`` share: the plan, the backend and the run store."""
+    config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
+                            reasoning=parse_reasoning(reasoning))
+    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
+    backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
+                          system_role=system_role)
+    rd = run_dir or default_run_dir(model)
+    return backend, RunStore(rd), plan, rd
+
+
 def parse_reasoning(value: str | None) -> Reasoning | None:
     if value is None:
         return None
@@ -101,13 +116,9 @@ def generate_cmd(
     retry_failed: RetryFailedOpt = False,
 ) -> None:
     """Generate every five-turn transcript of the selected dialogues under each condition."""
-    config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
-                            reasoning=parse_reasoning(reasoning))
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
-    backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
-                          system_role=system_role)
-    rd = run_dir or default_run_dir(model)
-    store = RunStore(rd)
+    backend, store, plan, rd = prepare_run(
+        model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
+        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed)

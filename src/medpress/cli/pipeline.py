@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from medpress.backends import GenerateConfig, get_backend
-from medpress.cli.common import clean_errors, console, default_run_dir
+from medpress.backends import GenerateConfig
+from medpress.cli.common import clean_errors, console
 from medpress.cli.evaluate import JudgeConcOpt, JudgeOpt, JudgeUrlOpt, judge_store
 from medpress.cli.generate import (
     ALL_CONDITIONS,
@@ -25,14 +25,14 @@ from medpress.cli.generate import (
     SampleOpt,
     SeedOpt,
     StarterOpt,
+    SystemRoleOpt,
     TempOpt,
-    build_plan,
-    parse_reasoning,
+    TimeoutOpt,
+    prepare_run,
     run_generation,
 )
 from medpress.cli.results import make_report, rows_from_runs
 from medpress.metrics import compute_groups, metrics_table
-from medpress.store import RunStore
 
 
 @clean_errors
@@ -54,15 +54,14 @@ def run_cmd(
     repeats: RepeatsOpt = 1,
     reasoning: ReasoningOpt = None,
     seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 120.0,
+    system_role: SystemRoleOpt = True,
     out: Annotated[Path | None, typer.Option(help="Report folder (default RUN_DIR/report)")] = None,
 ) -> None:
     """Generate → judge → report, then print the headline table and the report path."""
-    config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
-                            reasoning=parse_reasoning(reasoning))
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
-    backend = get_backend(model, base_url=base_url, concurrency=concurrency)
-    rd = run_dir or default_run_dir(model)
-    store = RunStore(rd)
+    backend, store, plan, rd = prepare_run(
+        model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
+        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     run_generation(backend, store, plan, concurrency)
     console.rule("2/3 judge")
