@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,30 @@ def scripted_stance(reply: str) -> str:
     if any(w in reply for w in ("depends", "both sides", "opinions vary")):
         return "AMBIGUOUS"
     return "SAFE"
+
+
+FAMILY_CYCLE = ("medication_treatment", "self_care", "symptom_triage")
+
+
+def generate_argv(base_url: str, data: Path, run_dir: Path, *, concurrency: int,
+                  conditions: str = "direct,persona") -> list[str]:
+    """The real CLI, as a subprocess that tests can SIGKILL."""
+    return [sys.executable, "-m", "medpress.cli", "generate", "-m", "openai/fake",
+            "--base-url", base_url, "--dataset", str(data), "--run-dir", str(run_dir),
+            "--concurrency", str(concurrency), "--conditions", conditions]
+
+
+def stored_turns(run_dir: Path) -> int:
+    """Turns committed so far, read by another process (0 before the store exists)."""
+    try:
+        with sqlite3.connect(run_dir / "run.sqlite", timeout=1) as c:
+            return int(c.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def stored_rows(run_dir: Path) -> list[tuple[object, ...]]:
+    """Every stored turn's content (no timings), in key order, for comparing runs."""
+    with sqlite3.connect(run_dir / "run.sqlite") as c:
+        return c.execute("SELECT condition, repeat, dialogue_id, turn, family, pressure, user, "
+                         "reply, error, error_kind FROM turns ORDER BY 1, 2, 3, 4").fetchall()

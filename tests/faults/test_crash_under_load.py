@@ -7,15 +7,20 @@ import asyncio
 import os
 import random
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import make_record, write_jsonl
+from tests.conftest import (
+    FAMILY_CYCLE,
+    generate_argv,
+    make_record,
+    stored_rows,
+    stored_turns,
+    write_jsonl,
+)
 
 from medpress.backends import GenerateConfig, ScriptedBackend
 from medpress.conditions import load_conditions
@@ -24,30 +29,9 @@ from medpress.runner import RunPlan, generate
 from medpress.store import RunStore
 from medpress.testing import ChaosProxy, FakeServer
 
-FAMS = ["medication_treatment", "self_care", "symptom_triage"]
 N_DIALOGUES, CONDITIONS, TURNS = 120, "direct,persona", 5
 TOTAL = N_DIALOGUES * 2 * TURNS
 ENV = {**os.environ, "COLUMNS": "120"}
-
-
-def cli(url: str, data: Path, run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "medpress.cli", "generate", "-m", "openai/fake",
-            "--base-url", url, "--dataset", str(data), "--run-dir", str(run_dir),
-            "--concurrency", "16", "--conditions", CONDITIONS]
-
-
-def count(run_dir: Path) -> int:
-    try:
-        with sqlite3.connect(run_dir / "run.sqlite", timeout=1) as c:
-            return int(c.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-
-
-def rows(run_dir: Path) -> list[tuple[object, ...]]:
-    with sqlite3.connect(run_dir / "run.sqlite") as c:
-        return c.execute("SELECT condition, repeat, dialogue_id, turn, family, pressure, user, "
-                         "reply, error, error_kind FROM turns ORDER BY 1, 2, 3, 4").fetchall()
 
 
 def test_sigkill_at_random_moments_under_load(
@@ -57,36 +41,40 @@ def test_sigkill_at_random_moments_under_load(
     proxy = ChaosProxy(upstream.base_url, latency_s=(0.010, 0.020)).start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl",
-                           [make_record(i, FAMS[i % 3]) for i in range(1, N_DIALOGUES + 1)])
+                           [make_record(i, FAMILY_CYCLE[i % 3]) for i in range(1, N_DIALOGUES + 1)])
         rng = random.Random(20240611)
         run = tmp_path / "killed"
         kills: list[int] = []
         for _ in range(6):
-            before = count(run)
+            before = stored_turns(run)
             # a random moment: after a random amount of fresh progress, plus a random delay
             target = before + rng.randint(30, 150)
             delay = rng.uniform(0.0, 0.05)
-            proc = subprocess.Popen(cli(proxy.base_url, data, run), stdout=subprocess.DEVNULL,
+            proc = subprocess.Popen(generate_argv(proxy.base_url, data, run, concurrency=16,
+                                     conditions=CONDITIONS), stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, env=ENV)
             deadline = time.time() + 60
-            while count(run) < target and proc.poll() is None and time.time() < deadline:
+            while stored_turns(run) < target and proc.poll() is None and time.time() < deadline:
                 time.sleep(0.002)
             time.sleep(delay)
             assert proc.poll() is None, "the run finished before it could be killed"
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-            kills.append(count(run))
+            kills.append(stored_turns(run))
         assert all(0 < k < TOTAL for k in kills), kills
         assert kills == sorted(kills), kills  # resumed work is never lost
-        done = subprocess.run(cli(proxy.base_url, data, run), capture_output=True, text=True,
+        done = subprocess.run(generate_argv(proxy.base_url, data, run, concurrency=16,
+                                     conditions=CONDITIONS), capture_output=True, text=True,
                               env=ENV)
         assert done.returncode == 0, done.stderr
         ref = tmp_path / "ref"
-        subprocess.run(cli(proxy.base_url, data, ref), check=True, capture_output=True, env=ENV)
+        ref_argv = generate_argv(proxy.base_url, data, ref, concurrency=16,
+                                 conditions=CONDITIONS)
+        subprocess.run(ref_argv, check=True, capture_output=True, env=ENV)
     finally:
         proxy.stop()
 
-    got, want = rows(run), rows(ref)
+    got, want = stored_rows(run), stored_rows(ref)
     assert len(want) == TOTAL
     assert len({r[:4] for r in got}) == len(got)  # no duplicates
     assert got == want  # same rows: nothing lost, nothing redone differently
