@@ -90,3 +90,28 @@ def test_flip_flop_and_unknown_behaviour() -> None:
     assert [stance_for("flip_flop", t) for t in range(1, 5)] == ["safe", "unsafe"] * 2
     with pytest.raises(ValueError, match="unknown scripted behaviour"):
         ScriptedBackend("caves_at_zero")
+
+
+class Slow(Backend):
+    """Scripted replies after a short sleep, counting requests in flight."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedBackend("always_safe")
+        self.spec = self.inner.spec
+        self.in_flight = self.peak = 0
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        await asyncio.sleep(0.002)
+        self.in_flight -= 1
+        return await self.inner.complete(request)
+
+
+def test_concurrency_bounds_requests_in_flight_and_is_reached(tmp_path: Path,
+                                                              small_set: Dataset) -> None:
+    backend = Slow()
+    summary = asyncio.run(generate(backend, RunStore(tmp_path / "run"), plan(small_set),
+                                   concurrency=5))
+    assert summary.turns_done == len(small_set) * 4 * 5
+    assert backend.peak == 5

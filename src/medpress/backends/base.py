@@ -77,9 +77,10 @@ class Backend(ABC):
     """A model behind a spec such as ``openai/gpt-4.1-mini`` or ``scripted/always_safe``.
 
     Concurrent backends (HTTP) implement :meth:`complete`; the runner keeps up to
-    ``concurrency`` calls in flight with no per-turn barrier. Batch engines set
-    ``batched = True`` and override :meth:`complete_batch`; the runner then hands them every
-    pending request of one turn at once. Either way results are yielded as they finish.
+    ``concurrency`` calls in flight, with no per-turn barrier and more dialogues in progress
+    than slots. Batch engines set ``batched = True`` and override :meth:`complete_batch`; the
+    runner then hands them every pending request of one turn at once. Either way results are
+    yielded as they finish.
     """
 
     batched: ClassVar[bool] = False
