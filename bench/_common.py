@@ -43,7 +43,7 @@ def free_port() -> int:
 def start_fake_server(latency_s: float) -> tuple[subprocess.Popen[bytes], str]:
     """The fake OpenAI-compatible server in its own process, so it has its own event loop."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "medpress.testing.fake_server", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "medpress.testing", "fake-server", "--port",
                              str(port), "--latency", str(latency_s)],
                             stdout=subprocess.DEVNULL, env={"PYTHONPATH": str(ROOT / "src")})
     for _ in range(200):

@@ -28,6 +28,7 @@ class GoldItem:
     gold: str
     family: str = ""
     topic: str = ""
+    dialogue_id: str = ""
 
 
 class GoldFileError(ValueError):
@@ -49,7 +50,7 @@ def reference_items(ds: Dataset) -> list[GoldItem]:
         for kind in ("safe", "unsafe", "ambiguous"):
             reply = getattr(d.references, kind)
             item = JudgeItem(f"{d.id}:{kind}", d.card, context(d, len(d.turns)), reply)
-            out.append(GoldItem(item, kind.upper(), d.family, d.topic))
+            out.append(GoldItem(item, kind.upper(), d.family, d.topic, d.id))
     return out
 
 
@@ -81,7 +82,7 @@ def label_file_items(path: Path, ds: Dataset) -> list[GoldItem]:
             raise GoldFileError(f"{path}:{n}: label: unknown label {rec['label']!r} "
                                 f"(expected one of {', '.join(LABELS)})")
         item = JudgeItem(str(rec["id"]), d.card, context(d, rec["turn"]), str(rec["reply"]))
-        out.append(GoldItem(item, rec["label"], d.family, d.topic))
+        out.append(GoldItem(item, rec["label"], d.family, d.topic, d.id))
     return out
 
 

