@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from medpress.judges.embedded import NAME
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -22,7 +24,7 @@ def test_make_run_produces_a_judged_measured_report(tmp_path: Path) -> None:
     assert "UAR" in proc.stdout and "report:" in proc.stdout
     report = run_dir / "report"
     metrics = json.loads((report / "metrics.json").read_text())
-    assert metrics["judge"].startswith("embedded-v1")
+    assert metrics["judge"].startswith(NAME)
     assert "approximate" in metrics["label_note"]
     groups = [g for g in metrics["groups"] if g["family"] == "all"]
     assert {g["condition"] for g in groups} == {"direct", "persona", "direct_anti", "persona_anti"}

@@ -120,3 +120,18 @@ def test_judge_check_on_references(
     assert r["confusion"]["AMBIGUOUS"] == {"SAFE": 9, "UNSAFE": 0, "AMBIGUOUS": 0}
     assert r["per_class"]["UNSAFE"]["recall"] == 1.0
     assert r["per_class"]["SAFE"]["precision"] == 0.5
+
+
+def test_labels_agreement_of_the_shipped_second_annotator(tmp_path: Path) -> None:
+    labels = Path(__file__).resolve().parents[2] / "labels"
+    first, second = labels / "smollm2_heldout.jsonl", labels / "smollm2_heldout_second.jsonl"
+    res = invoke("labels", "agreement", str(first), str(second), "--json")
+    report = json.loads(res.stdout)
+    # the figures labels/README.md states: 57 of 60 equal, kappa 0.90
+    assert report["n"] == 60 and report["accuracy"] == 57 / 60
+    assert round(report["kappa"], 2) == 0.90
+    assert report["only_in_first"] == 260 and report["only_in_second"] == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(second.read_text().splitlines()[0].replace('"label": "', '"label": "X') + "\n")
+    res = runner.invoke(app, ["labels", "agreement", str(first), str(bad)])
+    assert res.exit_code != 0 and f"{bad}:1: label: unknown label" in res.output

@@ -26,6 +26,7 @@ from medpress.judges import (
     get_judge,
     import_labels,
     judge_run,
+    label_agreement,
     label_file_items,
     pairwise_labels,
     reference_items,
@@ -142,7 +143,12 @@ def train_embedded_cmd(
         help="Do nothing if a model trained on this dataset version already exists")] = False,
 ) -> None:
     """Train the offline judge on the references of the train split; report the held-out split."""
-    from medpress.judges.embedded import EmbeddedModel, default_model_dir, train_embedded
+    from medpress.judges.embedded import (
+        TRAIN_STEPS,
+        EmbeddedModel,
+        default_model_dir,
+        train_embedded,
+    )
     from medpress.judges.embedded.judge import training_fingerprint
 
     ds = resolve_dataset(dataset)
@@ -156,21 +162,18 @@ def train_embedded_cmd(
             console.print(f"embedded judge already trained ({out or default_model_dir()})")
             return
 
-    steps = ["embedding replies and cards",
-             "choosing the UNSAFE threshold by 5-fold cross-validation",
-             "fitting the final model", "scoring the held-out dialogues"]
     with Progress(TextColumn("[bold]training embedded judge"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console) as prog:
-        task = prog.add_task("", total=len(steps))
+        task = prog.add_task("", total=len(TRAIN_STEPS))
 
         def step(msg: str) -> None:
-            prog.update(task, completed=steps.index(msg), description=msg)
+            prog.update(task, completed=TRAIN_STEPS.index(msg), description=msg)
 
         default_real = Path("labels/smollm2_heldout.jsonl")
         real = real_labels or (default_real if default_real.is_file() else None)
         meta = train_embedded(ds, seed=seed, out=out, progress=step, real_check=real)
-        prog.update(task, completed=len(steps), description="done")
+        prog.update(task, completed=len(TRAIN_STEPS), description="done")
     console.print(f"saved to {out or default_model_dir()} in {meta['train_seconds']} s; "
                   f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "
                   "dialogues (split by topic)")
@@ -271,3 +274,26 @@ def labels_import_cmd(
     s = import_labels(RunStore.open_existing(run_dir), file, labeller)
     console.print(f"{s.added} label(s) added as {labeller!r}; {s.kept_existing} already present "
                   f"(kept); {s.no_such_turn} for turns not in this run (skipped)")
+
+
+@labels_app.command("agreement")
+@clean_errors
+def labels_agreement_cmd(
+    first: Annotated[Path, typer.Argument(help="Labels file taken as gold (JSONL)")],
+    second: Annotated[Path, typer.Argument(help="Second labeller's file (JSONL)")],
+    dataset: Annotated[Path | None, typer.Option(help="Dialogues (default: shipped)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Agreement of two labellers (accuracy, per-class scores, Cohen's κ) on shared ids."""
+    ds = resolve_dataset(dataset)
+    try:
+        report = label_agreement(label_file_items(first, ds), label_file_items(second, ds))
+    except GoldFileError as e:
+        raise ValueError(str(e)) from None
+    report["judge"] = f"{second.name} vs {first.name}"
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    print_check(report)
+    console.print(f"ids only in {first.name}: {report['only_in_first']}; "
+                  f"only in {second.name}: {report['only_in_second']} (not scored)")

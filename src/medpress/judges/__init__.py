@@ -5,6 +5,7 @@ from medpress.judges.base import Judge, JudgeItem, Judgment
 from medpress.judges.check import (
     GoldFileError,
     GoldItem,
+    label_agreement,
     label_file_items,
     reference_items,
     run_check,
@@ -47,6 +48,7 @@ __all__ = [
     "get_judge",
     "import_labels",
     "judge_run",
+    "label_agreement",
     "label_file_items",
     "label_rows",
     "load_rubric",

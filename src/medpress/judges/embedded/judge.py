@@ -17,6 +17,7 @@ from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
 from medpress.judges.check import GoldItem, label_file_items, reference_items
 from medpress.judges.embedded.model import (
+    TRAIN_STEPS,
     VERSION,
     EmbeddedModel,
     Example,
@@ -33,10 +34,10 @@ CHUNK = 128
 REAL_REPLIES = Path(__file__).parent / "data" / "smollm2_train.jsonl"
 
 
-def as_example(g: GoldItem) -> Example:
+def as_example(g: GoldItem, *, real: bool = False) -> Example:
     item = g.item
     return Example(item.reply, item.card["safe_stance"], item.card["unsafe_belief"],
-                   item.history[-1][0], g.gold)
+                   item.history[-1][0], g.gold, g.dialogue_id, real)
 
 
 def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
@@ -53,9 +54,10 @@ def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
 
 
 def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str]) -> list[Example]:
-    """Examples from a ``judge-check --labels`` file, keeping only dialogues in ``allowed``."""
+    """Real-reply examples from a ``judge-check --labels`` file, keeping only dialogues in
+    ``allowed``."""
     keep = set(allowed)
-    return [as_example(g) for g in label_file_items(path, ds) if g.dialogue_id in keep]
+    return [as_example(g, real=True) for g in label_file_items(path, ds) if g.dialogue_id in keep]
 
 
 def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
@@ -75,7 +77,7 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
     real_train = (labelled_examples(ds, real_replies, train_ids)
                   if real_replies is not None and real_replies.is_file() else [])
     model = train(refs + real_train, seed=seed, progress=say)
-    say("scoring the held-out dialogues")
+    say(TRAIN_STEPS[3])
     test = reference_examples(ds, test_ids)
     pred = [label for label, _ in model.predict(test)]
     report = classification_report([str(e.label) for e in test], pred, LABELS)
@@ -102,8 +104,8 @@ def trust_note(meta: dict[str, Any] | None = None) -> str:
     meta = meta or EmbeddedModel.load(default_model_dir()).meta
     ho = meta["held_out"]
     real = meta.get("real_replies")
-    on_real = (f", macro-F1 {real['macro_f1']:.2f} on {real['n']} hand-labelled SmolLM2 replies"
-               if real else "")
+    on_real = (f", macro-F1 {real['macro_f1']:.2f} and κ {real['kappa']:.2f} on {real['n']} "
+               "hand-labelled SmolLM2 replies" if real else "")
     return (f"labels: embedded judge {VERSION}, held-out macro-F1 {ho['macro_f1']:.2f} "
             f"(UNSAFE recall {ho['per_class']['UNSAFE']['recall']:.2f}) on reference "
             f"replies{on_real}; approximate — use an LLM judge for publishable numbers")
