@@ -3,7 +3,8 @@
 Concurrent backends get ``concurrency`` requests in flight and twice as many workers, each
 carrying one dialogue from turn to turn: a dialogue asks its next turn as soon as its reply is
 stored, with no per-turn barrier, and while one worker stores a reply another's request is
-already waiting for the freed slot (``bench/latency_bound.py``: 0.80 → 0.95 of bare aiohttp). Batch
+already waiting for the freed slot (``bench/latency_bound.py``: 0.85 → 0.98–1.06 of a bare
+aiohttp loop). Batch
 engines get every pending request of turn ``t`` at once. Either way each reply is committed
 before the next turn of its dialogue is asked, so a crash loses only requests in flight.
 """
