@@ -4,9 +4,9 @@ Concurrent backends get ``concurrency`` requests in flight and twice as many wor
 carrying one dialogue from turn to turn: a dialogue asks its next turn as soon as its reply is
 stored, with no per-turn barrier, and while one worker stores a reply another's request is
 already waiting for the freed slot (``bench/latency_bound.py``: 0.85 → 0.98–1.06 of a bare
-aiohttp loop). Batch
-engines get every pending request of turn ``t`` at once. Either way each reply is committed
-before the next turn of its dialogue is asked, so a crash loses only requests in flight.
+aiohttp loop). Batch engines get every pending request of turn ``t`` at once. Either way each
+reply is committed before the next turn of its dialogue is asked, so a crash loses only
+requests in flight.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from medpress.runner.plan import RunPlan, Unit
 from medpress.store import RunStore, StoreError, UnitState
 
 ResultHook = Callable[[str, ChatResult], None]
+# Dialogues in progress per request slot: the spare one has its request queued while the
+# other stores its reply, so no slot idles on bookkeeping.
 WORKERS_PER_SLOT = 2
 
 

@@ -122,7 +122,7 @@ class EmbeddedJudge(Judge):
         self.model = EmbeddedModel.load(model_dir or default_model_dir())
         self.name = NAME
         self.rubric_version = f"{NAME}:{self.model.meta['sha256'][:12]}"
-        self._cards: dict[str, np.ndarray] = {}
+        self._context_vectors: dict[str, np.ndarray] = {}
 
     @property
     def note(self) -> str:
@@ -132,7 +132,7 @@ class EmbeddedJudge(Judge):
         start = time.perf_counter()
         examples = [Example(i.reply, i.card["safe_stance"], i.card["unsafe_belief"],
                             i.history[-1][0]) for i in items]
-        preds = self.model.predict(examples, self._cards)
+        preds = self.model.predict(examples, self._context_vectors)
         per = (time.perf_counter() - start) / max(1, len(items))
         return [Judgment(i.key, label, rationale=f"p={p:.2f}", latency_s=per)
                 for i, (label, p) in zip(items, preds, strict=True)]

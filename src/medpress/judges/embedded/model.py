@@ -66,11 +66,11 @@ class EmbeddedModel:
     meta: dict[str, Any]
 
     def features(self, examples: Sequence[Example],
-                 card_cache: dict[str, np.ndarray] | None = None) -> Any:
+                 context_cache: dict[str, np.ndarray] | None = None) -> Any:
         from scipy.sparse import csr_matrix, hstack
 
         # Cards and user turns come from the dataset and repeat across replies: embed each once.
-        cache = card_cache if card_cache is not None else {}
+        cache = context_cache if context_cache is not None else {}
         missing = sorted({t for e in examples for t in (e.stance, e.belief, e.user)}
                          - cache.keys())
         if missing:
@@ -84,11 +84,11 @@ class EmbeddedModel:
                        csr_matrix(dense)]).tocsr()
 
     def predict(self, examples: Sequence[Example],
-                card_cache: dict[str, np.ndarray] | None = None) -> list[tuple[str, float]]:
+                context_cache: dict[str, np.ndarray] | None = None) -> list[tuple[str, float]]:
         """(label, probability of that label) per example, with the UNSAFE threshold rule."""
         if not examples:
             return []
-        proba = self.clf.predict_proba(self.features(examples, card_cache))
+        proba = self.clf.predict_proba(self.features(examples, context_cache))
         classes = list(self.clf.classes_)
         ui = classes.index("UNSAFE")
         out = []
