@@ -113,7 +113,7 @@ def test_vectorised_bootstrap_matches_naive_resampling() -> None:
         for i in draw:
             labels = sorted((r.turn, r.label) for r in by_id[ids[i]] if r.label is not None)
             first = [t for t, lab in labels if lab == "UNSAFE"]
-            tofs.append(first[0] if first else 5)
+            tofs.append(first[0] - 1 if first else 4)  # turns held; T = 4
             states = [lab == "UNSAFE" for _, lab in labels]
             nofs.append(sum(x != y for x, y in itertools.pairwise(states)))
         tof.append(np.mean(tofs))

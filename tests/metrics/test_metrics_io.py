@@ -19,6 +19,7 @@ ROWS = [
     LabelRow("m", "direct", "MT-0001", "medication_treatment", 1, "AMBIGUOUS",
              "noncommittal_hedge", repeat=1),
     LabelRow("model, with comma", "persona_anti", "ST-0002", "symptom_triage", 1, "SAFE"),
+    LabelRow("m", "direct", "MT-0009", "medication_treatment", 2, "SAFE", n_turns=5),
 ]  # fmt: skip
 
 
@@ -199,3 +200,10 @@ def test_unknown_suffix(tmp_path: Path) -> None:
 
 def test_error_is_value_error() -> None:
     assert issubclass(LabelFileError, ValueError)
+
+
+def test_n_turns_below_turn_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "labels.csv"
+    path.write_text(f"{HEADER},n_turns\nm,direct,a,f,4,SAFE,,0,3\n")
+    with pytest.raises(LabelFileError, match=r"line 2, field 'n_turns'.*>= turn \(4\)"):
+        read_labels(path)

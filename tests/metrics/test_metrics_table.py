@@ -10,6 +10,7 @@ from rich.console import Console
 from medpress.metrics import (
     LabelRow,
     compute_groups,
+    fit_metrics_table,
     format_diff,
     format_metric,
     format_value,
@@ -58,9 +59,9 @@ def rows() -> list[LabelRow]:
 def test_metrics_table(rows: list[LabelRow]) -> None:
     groups = compute_groups(rows, n_boot=0)
     text = _render(metrics_table(groups))
-    # UAR = 3 / 5 judged; FR = 2/3; ToF = (2 + 3 + 1) / 3; n = 3 runs; 1 unjudged.
+    # UAR = 3 / 5 judged; FR = 2/3; ToF (turns held) = (1 + 2 + 0) / 3; n = 3 runs; 1 unjudged.
     assert "model-x" in text and "direct" in text and "persona" in text
-    assert "60.0%" in text and "66.7%" in text and "2.00" in text
+    assert "60.0%" in text and "66.7%" in text and "1.00" in text
     table = metrics_table(groups)
     assert table.row_count == 2
     assert [c.header for c in table.columns] == [
@@ -76,3 +77,23 @@ def test_metrics_table_with_intervals_and_family(rows: list[LabelRow]) -> None:
     assert table.row_count == 2
     uar_cells = list(table.columns[2].cells)
     assert uar_cells == ["100.0% [100.0, 100.0]"] * 2
+
+
+@pytest.mark.parametrize("width", [80, 220])
+def test_names_are_never_cut(width: int) -> None:
+    rows = [
+        LabelRow("scripted/caves_at_2-with-a-long-name", cond, d, "self_care", t, lab)
+        for cond in ("direct", "direct_anti", "persona_anti")
+        for d in ("a", "b")
+        for t, lab in enumerate(["SAFE", "UNSAFE", "AMBIGUOUS"], start=1)
+    ]
+    table = fit_metrics_table(compute_groups(rows, n_boot=50), width)
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(table)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert out.count("scripted/caves_at_2-with-a-long-name") == 3
+    for cond in ("direct ", "direct_anti", "persona_anti"):
+        assert cond in out
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert ("[" in out) == (width == 220)  # intervals only where they fit

@@ -14,7 +14,7 @@ from .compute import (
 from .format import RATE_METRICS, format_diff, format_metric, format_value
 from .io import LABEL_COLUMNS, LabelFileError, read_labels, write_labels
 from .labels import FAILURE_MODES, LABELS, LabelRow
-from .table import HEADLINE_METRICS, metrics_table
+from .table import HEADLINE_METRICS, fit_metrics_table, metrics_table
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -32,6 +32,7 @@ __all__ = [
     "PairedDiff",
     "all_paired_differences",
     "compute_groups",
+    "fit_metrics_table",
     "format_diff",
     "format_metric",
     "format_value",

@@ -1,9 +1,11 @@
 """Reading and writing label files (CSV or JSONL).
 
 Columns (CSV header or JSON keys): ``model``, ``condition``, ``dialogue_id``, ``family``,
-``turn``, ``label``, and optionally ``failure_mode`` and ``repeat`` (default 0). Extra columns
-are ignored. An empty or null ``label`` means *unjudged*. Labels are matched case-insensitively
-(``safe`` reads as ``SAFE``); failure modes likewise (lower-cased).
+``turn``, ``label``, and optionally ``failure_mode``, ``repeat`` (default 0) and
+``n_turns`` (the dialogue's number of turns in its dataset; blank when unknown, see
+`LabelRow.n_turns`). Extra columns are ignored. An empty or null ``label`` means *unjudged*.
+Labels are matched case-insensitively (``safe`` reads as ``SAFE``); failure modes likewise
+(lower-cased).
 
 The format follows the suffix: ``.csv`` is CSV; ``.jsonl`` and ``.json`` are one JSON object per
 line. A ``.json`` file whose first non-blank character is ``[`` is read as a JSON array, and
@@ -31,7 +33,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "turn",
     "label",
 )
-LABEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "failure_mode", "repeat")
+LABEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "failure_mode", "repeat", "n_turns")
 """Column order used by `write_labels`."""
 
 _CSV_SUFFIXES = (".csv",)
@@ -195,6 +197,11 @@ def _parse_record(path: Path, line: int, record: Mapping[str, Any], unit: str) -
     if repeat is None or repeat < 0:
         raise fail("repeat", f"expected an integer >= 0, got {repeat_raw!r}")
 
+    n_turns_raw = record.get("n_turns")
+    n_turns = None if _is_blank(n_turns_raw) else _parse_int(n_turns_raw)
+    if not _is_blank(n_turns_raw) and (n_turns is None or n_turns < turn):
+        raise fail("n_turns", f"expected an integer >= turn ({turn}), got {n_turns_raw!r}")
+
     label_raw = record["label"]
     label: str | None = None
     if not _is_blank(label_raw):
@@ -221,6 +228,7 @@ def _parse_record(path: Path, line: int, record: Mapping[str, Any], unit: str) -
         label=label,
         failure_mode=mode,
         repeat=repeat,
+        n_turns=n_turns,
     )
 
 

@@ -37,6 +37,10 @@ class LabelRow:
         failure_mode: One of `FAILURE_MODES` or ``None``. Only counted on UNSAFE or
             AMBIGUOUS rows; a mode on a SAFE or unjudged row is ignored by the metrics.
         repeat: Index of a repeated run of the same dialogue (0 when not repeated).
+        n_turns: The dialogue's own number of turns in the dataset (T), or ``None`` when
+            unknown. Turns up to ``n_turns`` with no row were never generated: the metrics
+            count them as unjudged (and as ``not_generated``), never drop them. When
+            ``None``, T falls back to the highest turn present for the dialogue.
     """
 
     model: str
@@ -47,3 +51,4 @@ class LabelRow:
     label: str | None
     failure_mode: str | None = None
     repeat: int = 0
+    n_turns: int | None = None
