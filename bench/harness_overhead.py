@@ -27,7 +27,8 @@ def bare_loop(db: Path, plan: RunPlan) -> int:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
-    sql = f"INSERT INTO turns ({', '.join(TURN_COLUMNS)}) VALUES ({', '.join('?' * 17)})"
+    sql = (f"INSERT INTO turns ({', '.join(TURN_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(TURN_COLUMNS))})")
     backend = ScriptedBackend("caves_at_3")
     n = 0
     for unit in plan.units():
@@ -38,7 +39,7 @@ def bare_loop(db: Path, plan: RunPlan) -> int:
             reply = backend.reply(ChatRequest(0, build_messages(unit.condition.system, pairs)))
             conn.execute(sql, (unit.condition.name, 0, unit.dialogue.id, t, unit.dialogue.family,
                                turn.pressure, turn.text, reply, None, 0, len(reply.split()), 0.0,
-                               None, None, 1, None, time.time()))
+                               None, None, 1, None, time.time(), "stop"))
             replies.append(reply)
             n += 1
     conn.close()

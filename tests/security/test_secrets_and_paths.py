@@ -104,6 +104,8 @@ def test_api_key_never_written_or_printed(
                                "--dataset", str(data), "--run-dir", str(tmp_path / "run401"),
                                "--conditions", "direct"], catch_exceptions=False)
         outputs.append(res.output)
+        # refused at the first request: one redacted error line, nothing stored
+        assert res.exit_code == 2 and "Incorrect API key: Bearer [redacted]" in res.output
         res = cli.invoke(app, ["judge", str(rd), "--judge", "openai/j2", "--judge-base-url",
                                echo.base_url], catch_exceptions=False)
         outputs.append(res.output)
@@ -123,10 +125,9 @@ def test_api_key_never_written_or_printed(
     leaks = [str(p) for p in scanned if key in p.read_bytes()]
     assert not leaks
     assert all(secret not in out for out in outputs)
-    # the 401 errors were stored, just without the key
+    # the refused run stored no turn (so it resumes once the key is fixed)
     with sqlite3.connect(tmp_path / "run401" / "run.sqlite") as c:
-        errors = [e for (e,) in c.execute("SELECT error FROM turns")]
-    assert errors and all("Incorrect API key: Bearer [redacted]" in e for e in errors)
+        assert c.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == 0
 
 
 def test_model_and_user_text_is_data(

@@ -55,11 +55,17 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class ChatResult:
-    """A reply or an error, never both. ``error_kind`` is a short machine-readable class."""
+    """A reply or an error, never both. ``error_kind`` is a short machine-readable class.
+
+    ``finish_reason`` is the server's (``stop``, ``length`` when max_tokens cut the reply …),
+    None where the backend does not say. A reply may be empty (``text`` "" or None with no
+    error): a thinking model that spent every token inside ``<think>``.
+    """
 
     key: Hashable
     text: str | None
     reasoning: str | None = None
+    finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float = 0.0
@@ -85,6 +91,8 @@ class Backend(ABC):
 
     batched: ClassVar[bool] = False
     supports_system_role: bool = True
+    # Whether GenerateConfig.reasoning reaches the model; if not, check_config refuses it.
+    reasoning_switch: bool = False
     spec: str = ""
     # Most requests the backend can serve at once (e.g. its worker count); None = no limit.
     max_concurrency: int | None = None
@@ -96,6 +104,18 @@ class Backend(ABC):
         """Default: run :meth:`complete` concurrently and yield in completion order."""
         for fut in asyncio.as_completed([self.complete(r) for r in requests]):
             yield await fut
+
+    def check_config(self, config: GenerateConfig) -> list[str]:
+        """Refuse settings this backend would silently drop; return warnings for the user.
+
+        Raises:
+            ValueError: naming the option and the backend, e.g. ``--reasoning`` for a backend
+                with no way to switch reasoning.
+        """
+        if config.reasoning is not None and not self.reasoning_switch:
+            raise ValueError(f"--reasoning {config.reasoning}: {self.spec or type(self).__name__} "
+                             "has no way to switch reasoning; leave --reasoning unset")
+        return []
 
     def identity(self) -> dict[str, Any]:
         """What identifies the model for provenance (never secrets)."""

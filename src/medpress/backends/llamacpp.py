@@ -86,7 +86,9 @@ class _Engine:
             return {"error": str(e), "latency_s": time.perf_counter() - start}
         usage = out.get("usage") or {}
         self._prompt_len = int(usage.get("prompt_tokens") or 0)
-        return {"text": out["choices"][0]["message"].get("content") or "",
+        choice = out["choices"][0]
+        return {"text": choice["message"].get("content") or "",
+                "finish_reason": choice.get("finish_reason"),  # "stop" or "length"
                 "prompt_tokens": usage.get("prompt_tokens"),
                 "completion_tokens": usage.get("completion_tokens"),
                 "latency_s": time.perf_counter() - start}
@@ -117,15 +119,20 @@ class LlamaCppBackend(Backend):
 
     A session's turns go to the worker that holds it; a new session takes a free worker that
     holds none (else the one idle longest). Requests without a session always run fresh.
+
+    ``system_role=False`` makes the runner fold the condition's framing into the first user
+    message, for chat templates without a system role. Reasoning has no standard switch in
+    llama.cpp chat templates, so ``--reasoning`` is refused (see :meth:`Backend.check_config`).
     """
 
     def __init__(self, model_path: Path, *, spec: str | None = None, n_ctx: int = 4096,
                  workers: int | None = None, n_threads: int | None = None,
-                 prefix_cache: bool | None = None) -> None:
+                 prefix_cache: bool | None = None, system_role: bool = True) -> None:
         if not model_path.is_file():
             raise FileNotFoundError(f"GGUF file not found: {model_path}")
         self.model_path = model_path
         self.spec = spec or f"llamacpp/{model_path}"
+        self.supports_system_role = system_role
         self.n_ctx = n_ctx
         cores = os.cpu_count() or 1
         self.workers = workers or int(os.environ.get("MEDPRESS_LLAMA_WORKERS", "2"))
@@ -209,6 +216,7 @@ class LlamaCppBackend(Backend):
                               latency_s=out["latency_s"])
         answer, thought = split_reasoning(out["text"])
         return ChatResult(request.key, answer, reasoning=thought,
+                          finish_reason=out.get("finish_reason"),
                           prompt_tokens=out["prompt_tokens"],
                           completion_tokens=out["completion_tokens"],
                           latency_s=out["latency_s"])

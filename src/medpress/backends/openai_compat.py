@@ -16,25 +16,36 @@ from typing import Any
 
 import aiohttp
 
-from medpress.backends.base import Backend, ChatRequest, ChatResult
+from medpress.backends.base import Backend, ChatRequest, ChatResult, GenerateConfig
+from medpress.backends.providers import ModelParams, hosted_provider, model_params
 from medpress.backends.reasoning import ReasoningStyle, reasoning_params, split_reasoning
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# Fields in which servers return reasoning apart from the answer: vLLM/SGLang/DeepSeek use
+# the first, OpenRouter and Ollama the second.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 class RetryPolicy:
-    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor.
 
-    def __init__(self, max_retries: int = 6, base_s: float = 0.5, cap_s: float = 30.0) -> None:
+    The floor is itself capped at ``max_retry_after_s``: a server asking for an hour (a daily
+    quota, a misconfigured proxy) must not stall a dialogue for that long per attempt.
+    """
+
+    def __init__(self, max_retries: int = 6, base_s: float = 0.5, cap_s: float = 30.0,
+                 max_retry_after_s: float = 120.0) -> None:
         self.max_retries = max_retries
         self.base_s = base_s
         self.cap_s = cap_s
+        self.max_retry_after_s = max_retry_after_s
         self._rng = random.Random()
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry ``attempt`` (0-based); never over the larger cap."""
         backoff = self._rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
-        return max(backoff, retry_after or 0.0)
+        return max(backoff, min(retry_after or 0.0, self.max_retry_after_s))
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -52,6 +63,15 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _join_reasoning(parts: list[Any]) -> str | None:
+    """Non-blank string parts, stripped, each once (servers may fill both fields alike)."""
+    seen: list[str] = []
+    for p in parts:
+        if isinstance(p, str) and p.strip() and p.strip() not in seen:
+            seen.append(p.strip())
+    return "\n\n".join(seen) or None
+
+
 def _status_kind(status: int) -> str:
     if status == 429:
         return "http_429"
@@ -63,6 +83,12 @@ class OpenAIBackend(Backend):
 
     The API key is read from the environment variable ``api_key_env`` at call time and only
     ever placed in the request header; it is never stored, logged or put in an error.
+
+    On a hosted API listed in ``data/providers.yaml`` (the default base URL, or an
+    ``api.openai.com`` one) the body follows the model family's accepted fields:
+    ``max_completion_tokens`` and no temperature for reasoning models, ``reasoning_effort``
+    only where accepted. Any other server gets ``max_tokens``, the temperature and
+    ``reasoning_style``'s fields. ``provider`` forces a table entry (tests) or ``""`` none.
     """
 
     def __init__(
@@ -76,6 +102,7 @@ class OpenAIBackend(Backend):
         retry: RetryPolicy | None = None,
         reasoning_style: ReasoningStyle | None = None,
         system_role: bool = True,
+        provider: str | None = None,
     ) -> None:
         self.model = model
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -84,16 +111,42 @@ class OpenAIBackend(Backend):
         self.concurrency = concurrency
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.retry = retry or RetryPolicy()
+        provider = hosted_provider(base_url) if provider is None else provider or None
+        self.params: ModelParams | None = model_params(provider, model) if provider else None
         # A custom server is vLLM-like unless told otherwise; the hosted API takes effort.
         self.reasoning_style: ReasoningStyle = reasoning_style or (
-            "openai" if base_url is None else "chat_template"
+            "openai" if self.params is not None else "chat_template"
         )
+        self.reasoning_switch = self.reasoning_style != "none"
         self.supports_system_role = system_role
         self._session: aiohttp.ClientSession | None = None
         self._sem: asyncio.Semaphore | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"spec": self.spec, "base_url": self.base_url}
+        ident: dict[str, Any] = {"spec": self.spec, "base_url": self.base_url}
+        if self.params is not None:  # what the body really carries, for provenance
+            ident["request_fields"] = {"tokens": self.params.token_field,
+                                       "temperature": self.params.temperature}
+        return ident
+
+    def check_config(self, config: GenerateConfig) -> list[str]:
+        """As :meth:`Backend.check_config`, plus the hosted model family's limits.
+
+        Raises:
+            ValueError: for ``--reasoning`` the model cannot honour.
+        """
+        warnings = super().check_config(config)
+        if self.params is None:
+            return warnings
+        if self.reasoning_style == "openai":
+            self.params.reasoning_fields(config.reasoning)  # raises when it cannot be honoured
+        if not self.params.temperature:
+            warnings.append(f"--temperature {config.temperature} is not sent: {self.model} "
+                            "accepts only its default temperature")
+        if self.params.reasoning == "always":
+            warnings.append(f"--max-tokens {config.max_tokens} also bounds {self.model}'s hidden "
+                            "reasoning; a reply that runs out is stored empty or truncated")
+        return warnings
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -116,17 +169,19 @@ class OpenAIBackend(Backend):
 
     def _body(self, req: ChatRequest) -> bytes:
         c = req.config
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": req.messages,
-            "temperature": c.temperature,
-            "max_tokens": c.max_tokens,
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": req.messages}
+        p = self.params
+        if p is None or p.temperature:
+            body["temperature"] = c.temperature
+        body[p.token_field if p is not None else "max_tokens"] = c.max_tokens
         if c.seed is not None:
             body["seed"] = c.seed
         if c.json_mode:
             body["response_format"] = {"type": "json_object"}
-        body.update(reasoning_params(self.reasoning_style, c.reasoning))
+        if p is not None and self.reasoning_style == "openai":
+            body.update(p.reasoning_fields(c.reasoning))
+        else:
+            body.update(reasoning_params(self.reasoning_style, c.reasoning))
         return json.dumps(body).encode()
 
     async def complete(self, request: ChatRequest) -> ChatResult:
@@ -177,17 +232,20 @@ class OpenAIBackend(Backend):
         """A result from a 200 body, or None when the body is not a usable completion."""
         try:
             data = json.loads(raw)
-            msg = data["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            choice = data["choices"][0]
+            msg = choice["message"]
+            content = msg.get("content")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return None
-        content = msg.get("content") or ""
-        answer, thought = split_reasoning(content)
-        server_reasoning = msg.get("reasoning_content") or msg.get("reasoning")
-        if isinstance(server_reasoning, str) and server_reasoning.strip():
-            thought = server_reasoning.strip() + (f"\n\n{thought}" if thought else "")
+        # null content (a thinking model cut inside its thought) is an empty reply, kept as
+        # such with its finish_reason: the judging layer decides what to do with it.
+        answer, thought = split_reasoning(content if isinstance(content, str) else "")
+        thought = _join_reasoning([msg.get(f) for f in REASONING_FIELDS] + [thought])
         usage = data.get("usage") or {}
+        finish = choice.get("finish_reason")
         return ChatResult(
             req.key, answer, reasoning=thought,
+            finish_reason=finish if isinstance(finish, str) else None,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             latency_s=time.perf_counter() - start, attempts=attempt + 1, retries=retries,

@@ -9,6 +9,7 @@ from medpress.backends.base import Reasoning
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 _OPEN = re.compile(r"<think>", re.IGNORECASE)
+_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 
 ReasoningStyle = Literal["chat_template", "openai", "none"]
 
@@ -16,11 +17,19 @@ ReasoningStyle = Literal["chat_template", "openai", "none"]
 def split_reasoning(text: str) -> tuple[str, str | None]:
     """Return (visible answer, reasoning or None).
 
-    Closed ``<think>`` blocks anywhere are removed and joined as reasoning. An unclosed
-    ``<think>`` (output cut by max_tokens) makes everything after it reasoning: a truncated
-    thought is never judged as the answer.
+    Closed ``<think>`` blocks anywhere are removed and joined as reasoning. A leading orphan
+    ``</think>`` (no ``<think>`` before it: DeepSeek-R1 distills, QwQ and Qwen3 thinking
+    templates put the opening tag in the prompt) makes everything before it reasoning. An
+    unclosed ``<think>`` (output cut by max_tokens) makes everything after it reasoning: a
+    truncated thought is never judged as the answer. Only the first orphan ``</think>`` counts;
+    a later stray one stays in the answer.
     """
-    parts = [m.strip() for m in _THINK.findall(text)]
+    parts: list[str] = []
+    close = _CLOSE.search(text)
+    if close and not _OPEN.search(text, 0, close.start()):
+        parts.append(text[: close.start()].strip())
+        text = text[close.end():]
+    parts += [m.strip() for m in _THINK.findall(text)]
     answer = _THINK.sub("", text)
     m = _OPEN.search(answer)
     if m:

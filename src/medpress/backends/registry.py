@@ -30,7 +30,9 @@ def get_backend(
     """Build the backend for ``spec``.
 
     ``base_url`` only applies to ``openai/`` specs; passing it with another spec is an error
-    rather than silently ignored.
+    rather than silently ignored. ``system_role=False`` applies to every backend: the runner
+    folds the framing into the first user message. Whether a backend honours a
+    :class:`GenerateConfig` (e.g. ``reasoning``) is checked by ``Backend.check_config``.
 
     Raises:
         ValueError: for an unknown spec or a misplaced option.
@@ -44,9 +46,9 @@ def get_backend(
                              api_key_env=api_key_env, reasoning_style=reasoning_style,
                              system_role=system_role)
     if kind == "llamacpp" and rest:
-        return LlamaCppBackend(Path(rest))
+        return LlamaCppBackend(Path(rest), system_role=system_role)
     if spec == "smollm2":
-        return LlamaCppBackend(smollm2_path(), spec="smollm2")
+        return LlamaCppBackend(smollm2_path(), spec="smollm2", system_role=system_role)
     if kind == "scripted" and rest:
-        return ScriptedBackend(rest)
+        return ScriptedBackend(rest, system_role=system_role)
     raise ValueError(f"unknown model spec {spec!r}; expected one of: {SPEC_HELP}")

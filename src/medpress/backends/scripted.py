@@ -4,7 +4,12 @@ Behaviours (turn ``t`` is the number of user messages so far, 1-based):
 
 - ``always_safe`` / ``always_unsafe`` / ``hedger`` (always ambiguous);
 - ``caves_at_<k>``: safe before turn ``k``, unsafe from turn ``k`` on;
-- ``flip_flop``: safe on odd turns, unsafe on even turns.
+- ``flip_flop``: safe on odd turns, unsafe on even turns;
+- ``empty``: no visible answer, the safe reply as reasoning, finish reason ``length`` (a
+  thinking model that spent every token inside ``<think>``);
+- ``truncated``: the first half of a safe reply, finish reason ``length`` (cut by max_tokens).
+
+Every other reply has finish reason ``stop``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from medpress.backends.base import Backend, ChatRequest, ChatResult
 
 SCRIPTED_FILE = Path(__file__).parent / "data" / "scripted.yaml"
 Stance = Literal["safe", "unsafe", "ambiguous"]
-BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "flip_flop", "caves_at_<k>")
+BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "flip_flop", "caves_at_<k>", "empty",
+              "truncated")
+# Behaviours that exercise broken replies rather than a stance; they build on safe replies.
+CUT_OFF = ("empty", "truncated")
 
 
 @cache
@@ -53,19 +61,31 @@ def stance_for(behaviour: str, turn: int) -> Stance:
 class ScriptedBackend(Backend):
     """Replies chosen by behaviour and turn; no model, no randomness."""
 
-    def __init__(self, behaviour: str) -> None:
-        stance_for(behaviour, 1)  # validate now, not mid-run
+    def __init__(self, behaviour: str, *, system_role: bool = True) -> None:
+        if behaviour not in CUT_OFF:
+            stance_for(behaviour, 1)  # validate now, not mid-run
         self.behaviour = behaviour
         self.spec = f"scripted/{behaviour}"
+        self.supports_system_role = system_role
 
     def identity(self) -> dict[str, Any]:
         return {"spec": self.spec, "replies_version": _replies()["version"]}
 
     def reply(self, request: ChatRequest) -> str:
         users = [m["content"] for m in request.messages if m["role"] == "user"]
-        variants: list[str] = _replies()[stance_for(self.behaviour, len(users))]
+        stance = "safe" if self.behaviour in CUT_OFF else stance_for(self.behaviour, len(users))
+        variants: list[str] = _replies()[stance]
         return variants[zlib.crc32(users[-1].encode()) % len(variants)]
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         text = self.reply(request)
-        return ChatResult(request.key, text, prompt_tokens=0, completion_tokens=len(text.split()))
+        n = len(text.split())
+        if self.behaviour == "empty":
+            return ChatResult(request.key, "", reasoning=text, finish_reason="length",
+                              prompt_tokens=0, completion_tokens=n)
+        if self.behaviour == "truncated":
+            text = " ".join(text.split()[: n // 2])
+            return ChatResult(request.key, text, finish_reason="length", prompt_tokens=0,
+                              completion_tokens=n // 2)
+        return ChatResult(request.key, text, finish_reason="stop", prompt_tokens=0,
+                          completion_tokens=n)

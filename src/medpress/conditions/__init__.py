@@ -6,6 +6,7 @@ from medpress.conditions.conditions import (
     ConditionSet,
     Message,
     build_messages,
+    check_unique,
     load_conditions,
 )
 
@@ -18,5 +19,6 @@ __all__ = [
     "ConditionSet",
     "Message",
     "build_messages",
+    "check_unique",
     "load_conditions",
 ]

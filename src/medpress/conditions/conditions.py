@@ -24,7 +24,7 @@ class Condition:
 
     @property
     def text_hash(self) -> str:
-        return hashlib.sha256(self.system.encode()).hexdigest()[:16]
+        return text_hash(self.system)
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,35 @@ class ConditionSet:
     conditions: dict[str, Condition]
     no_system_role_template: str
 
+    @property
+    def template_hash(self) -> str:
+        """Identifies the no-system-role template, which shapes prompts without a system role."""
+        return text_hash(self.no_system_role_template)
+
     def get(self, names: Sequence[str]) -> list[Condition]:
         """The named conditions, in the order given.
 
         Raises:
-            ValueError: naming the unknown condition and the known ones.
+            ValueError: naming the unknown condition and the known ones, or a condition named
+                twice (its dialogues would be generated twice under one key).
         """
         unknown = [n for n in names if n not in self.conditions]
         if unknown:
             raise ValueError(f"unknown condition(s) {', '.join(unknown)}; "
                              f"known: {', '.join(self.conditions)}")
+        check_unique(names)
         return [self.conditions[n] for n in names]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_unique(names: Sequence[str]) -> None:
+    """Raises ValueError naming every condition listed more than once."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"condition(s) listed more than once in --conditions: {', '.join(twice)}")
 
 
 @cache

@@ -1,7 +1,15 @@
 """Runner stage: plans, resumable generation, summaries."""
 
-from medpress.runner.plan import RunPlan, Unit
+from medpress.runner.plan import RunPlan, Unit, resume_settings
 from medpress.runner.run_dataset import run_dataset
-from medpress.runner.runner import Runner, RunSummary, generate, prepare_store
+from medpress.runner.runner import (
+    REJECTED_KINDS,
+    Runner,
+    RunRejected,
+    RunSummary,
+    generate,
+    prepare_store,
+)
 
-__all__ = ["RunPlan", "RunSummary", "Runner", "Unit", "generate", "prepare_store", "run_dataset"]
+__all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit", "generate",
+           "prepare_store", "resume_settings", "run_dataset"]

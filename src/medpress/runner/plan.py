@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from medpress import __version__
 from medpress.backends import Backend, GenerateConfig
-from medpress.conditions import Condition
+from medpress.conditions import Condition, check_unique, load_conditions
 from medpress.dataset import Dataset, Dialogue
 
 
@@ -31,6 +31,12 @@ class RunPlan:
     conditions: Sequence[Condition]
     config: GenerateConfig
     repeats: int = 1
+
+    def __post_init__(self) -> None:
+        # A condition listed twice would store the same turn twice (IntegrityError mid-run).
+        check_unique([c.name for c in self.conditions])
+        if self.repeats < 1:
+            raise ValueError(f"--repeats must be at least 1, not {self.repeats}")
 
     def units(self) -> Iterator[Unit]:
         """Lazily, condition-major, so a large run never materialises every unit."""
@@ -56,14 +62,46 @@ class RunPlan:
         }
 
     def provenance(self, backend: Backend) -> dict[str, Any]:
+        """What the run records; :func:`resume_settings` reads the part a resume must match."""
         return {
             "medpress_version": __version__,
             "model": backend.identity(),
-            "params": self.params(),
+            # the backend's, but it shapes every prompt (framing folded into turn 1 or not)
+            "params": {**self.params(), "system_role": backend.supports_system_role},
             "dataset": {"name": self.dataset.name, "version": self.dataset.version,
                         "hash": self.dataset.content_hash, "n_dialogues": len(self.dataset),
                         "paths": list(self.dataset.paths),
                         "ids": [d.id for d in self.dataset]},
             "conditions": {"version": self.conditions[0].version if self.conditions else None,
-                           "hashes": {c.name: c.text_hash for c in self.conditions}},
+                           "hashes": {c.name: c.text_hash for c in self.conditions},
+                           "template": load_conditions().template_hash},
         }
+
+
+def resume_settings(prov: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything that shapes a prompt or a reply, by the name a user knows it by.
+
+    ``prov`` is :meth:`RunPlan.provenance` or the same keys read back from a store. A setting
+    an older version did not record is absent, so it is not compared, except the system role:
+    before it was recorded every run had one unless ``--no-system-role`` reached the OpenAI
+    backend, and the default is the likelier.
+    """
+    params = prov.get("params") or {}
+    gen = params.get("generation") or {}
+    conds = prov.get("conditions") or {}
+    out: dict[str, Any] = {
+        "model spec": (prov.get("model") or {}).get("spec"),
+        "dataset hash": (prov.get("dataset") or {}).get("hash"),
+        "--conditions": params.get("conditions"),
+        "--repeats": params.get("repeats"),
+        "--system-role": params.get("system_role", True),
+        "conditions version": conds.get("version"),
+    }
+    names = {"temperature": "--temperature", "max_tokens": "--max-tokens", "seed": "--seed",
+             "reasoning": "--reasoning", "json_mode": "json mode"}
+    out.update({names.get(k, k): v for k, v in gen.items()})
+    for name, h in (conds.get("hashes") or {}).items():
+        out[f"condition text {name!r}"] = h
+    if not out["--system-role"] and "template" in conds:  # only then is the template used
+        out["no-system-role template"] = conds["template"]
+    return out

@@ -7,6 +7,10 @@ already waiting for the freed slot (``bench/latency_bound.py``: 0.85 → 0.98–
 aiohttp loop). Batch engines get every pending request of turn ``t`` at once. Either way each
 reply is committed before the next turn of its dialogue is asked, so a crash loses only
 requests in flight.
+
+A run whose very first reply, to a turn-1 request, is a non-retryable rejection (bad model
+name, a parameter the model refuses, a missing key) stops scheduling at once and raises
+:class:`RunRejected`: the same request sent 600 times would fail 600 dialogues at turn 1.
 """
 
 from __future__ import annotations
@@ -22,13 +26,30 @@ from typing import Any, cast
 
 from medpress.backends import Backend, ChatRequest, ChatResult
 from medpress.conditions import build_messages
-from medpress.runner.plan import RunPlan, Unit
-from medpress.store import RunStore, StoreError, UnitState
+from medpress.runner.plan import RunPlan, Unit, resume_settings
+from medpress.store import RunStore, StoreError, UnitState, reply_issue
 
 ResultHook = Callable[[str, ChatResult], None]
 # Dialogues in progress per request slot: the spare one has its request queued while the
 # other stores its reply, so no slot idles on bookkeeping.
 WORKERS_PER_SLOT = 2
+# Errors that the same request would meet again however often it is sent.
+REJECTED_KINDS = frozenset({"http_400", "http_401", "http_403", "http_404", "http_422"})
+
+
+class RunRejected(RuntimeError):
+    """The first request of a run was refused for good; nothing more was scheduled.
+
+    The refused turns are not stored, so the same command resumes the run once the cause
+    (model name, parameters, API key) is fixed.
+    """
+
+    def __init__(self, result: ChatResult, spec: str) -> None:
+        self.result = result
+        super().__init__(
+            f"{spec} refused the run's first request ({result.error_kind}): {result.error}. "
+            "No further requests were sent; check the model name, the options and the API "
+            "key, then run the same command again to resume.")
 
 
 @dataclass
@@ -43,11 +64,14 @@ class RunSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     elapsed_s: float = 0.0
+    # Successful replies that are empty or cut by max_tokens (see medpress.store.reply_issue).
+    reply_issues: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"turns_done": self.turns_done, "turns_skipped": self.turns_skipped,
                 "failed_turns": self.failed_turns, "failures": dict(self.failures),
-                "retries": dict(self.retries), "prompt_tokens": self.prompt_tokens,
+                "retries": dict(self.retries), "reply_issues": dict(self.reply_issues),
+                "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "elapsed_s": self.elapsed_s}
 
 
@@ -58,8 +82,12 @@ def now_iso() -> str:
 def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
     """Record provenance on a new run, or check that a resumed run asks for the same thing.
 
+    Every setting of :func:`resume_settings` is compared (model, dataset, conditions and their
+    texts, repeats, sampling, reasoning, max tokens, system role); one that the stored run
+    did not record (an older version) is not.
+
     Raises:
-        StoreError: naming every field that differs from the stored run.
+        StoreError: naming every setting that differs, with its stored and new value.
     """
     prov = plan.provenance(backend)
     existing = store.get_meta("model")
@@ -73,11 +101,10 @@ def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
                 store.set_meta(k, v)
         store.set_meta("model", prov["model"])
     else:
-        checks = {"model spec": (existing.get("spec"), prov["model"]["spec"]),
-                  "dataset hash": (store.get_meta("dataset")["hash"], prov["dataset"]["hash"]),
-                  "parameters": (store.get_meta("params"), prov["params"])}
-        diffs = [f"{name}: stored {old!r}, now {new!r}"
-                 for name, (old, new) in checks.items() if old != new]
+        old = resume_settings(store.provenance())
+        new = resume_settings(prov)
+        diffs = [f"{name}: stored {old[name]!r}, now {value!r}"
+                 for name, value in new.items() if name in old and old[name] != value]
         if diffs:
             raise StoreError(f"refusing to resume {store.run_dir}: the run was started with "
                              "different settings; use another --run-dir.\n  " + "\n  ".join(diffs))
@@ -99,6 +126,8 @@ class Runner:
         self.on_result = on_result
         self.summary = RunSummary()
         self._states: dict[tuple[str, int, str], UnitState] = {}
+        self._seen_result = False
+        self.rejected: ChatResult | None = None  # set when the first result was a rejection
 
     def _history(self, unit: Unit, replies: list[str], turn: int) -> ChatRequest:
         pairs: list[tuple[str, str | None]] = [
@@ -116,7 +145,8 @@ class Runner:
             "condition": unit.condition.name, "repeat": unit.repeat,
             "dialogue_id": unit.dialogue.id, "turn": turn, "family": unit.dialogue.family,
             "pressure": t.pressure, "user": t.text, "reply": res.text, "reasoning": res.reasoning,
-            "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+            "finish_reason": res.finish_reason, "prompt_tokens": res.prompt_tokens,
+            "completion_tokens": res.completion_tokens,
             "latency_s": res.latency_s, "error": res.error, "error_kind": res.error_kind,
             "attempts": res.attempts, "retries": res.retries,
         })
@@ -128,8 +158,23 @@ class Runner:
         if not res.ok:
             s.failed_turns += 1
             s.failures[res.error_kind or "error"] += 1
+        elif issue := reply_issue(res.text, res.finish_reason):
+            s.reply_issues[issue] += 1
         if self.on_result is not None:
             self.on_result(unit.condition.name, res)
+
+    def _keep(self, res: ChatResult, turn: int) -> bool:
+        """Whether to store ``res``; False for the first result when it is a rejection, and
+        for every failure after that (the same rejection, in flight when it came).
+
+        Only a turn-1 request can reject the run: a later turn of a resumed dialogue may be
+        refused for its own reasons (a 400 for a prompt past the context length), and
+        stopping there would make the run impossible to finish.
+        """
+        first, self._seen_result = not self._seen_result, True
+        if first and turn == 1 and not res.ok and res.error_kind in REJECTED_KINDS:
+            self.rejected = res
+        return res.ok or self.rejected is None
 
     def _start(self, unit: Unit) -> tuple[int, list[str]] | None:
         """(first turn to ask, stored replies), or None when the unit needs nothing."""
@@ -149,6 +194,8 @@ class Runner:
         else:
             await self._run_concurrent()
         self.summary.elapsed_s = time.perf_counter() - start
+        if self.rejected is not None:
+            raise RunRejected(self.rejected, self.backend.spec)
         return self.summary
 
     async def _run_concurrent(self) -> None:
@@ -157,6 +204,8 @@ class Runner:
 
         async def worker() -> None:
             for unit in units:  # shared iterator: each unit is taken by one worker
+                if self.rejected is not None:
+                    return
                 begin = self._start(unit)
                 if begin is None:
                     continue
@@ -164,9 +213,12 @@ class Runner:
                 for turn in range(first, len(unit.dialogue.turns) + 1):
                     request = self._history(unit, replies, turn)
                     async with slots:
+                        if self.rejected is not None:  # refused while this one waited
+                            return
                         res = await self.backend.complete(request)
-                    self._record(unit, turn, res)
-                    if not res.ok:
+                    if self._keep(res, turn):
+                        self._record(unit, turn, res)
+                    if not res.ok or self.rejected is not None:
                         break
                     replies.append(res.text or "")
 
@@ -183,11 +235,14 @@ class Runner:
             batch = [self._history(u, r, turn) for u, first, r in live.values() if first <= turn]
             async for res in self.backend.complete_batch(batch):
                 unit, t_done = cast(tuple[Unit, int], res.key)
-                self._record(unit, t_done, res)
+                if self._keep(res, t_done):
+                    self._record(unit, t_done, res)
                 if res.ok:
                     live[unit.key][2].append(res.text or "")
                 else:
                     del live[unit.key]
+            if self.rejected is not None:
+                return
             turn += 1
             live = {k: v for k, v in live.items() if len(v[0].dialogue.turns) >= turn}
 
@@ -198,7 +253,14 @@ async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurre
 
     With ``retry_failed`` the turns that failed permanently before are deleted first, so
     their dialogues continue from the failed turn.
+
+    Raises:
+        ValueError: for settings the backend would drop (``Backend.check_config``), before
+            anything is stored.
+        StoreError: for a resume with other settings (:func:`prepare_store`).
+        RunRejected: when the first request is refused for good (the store stays resumable).
     """
+    backend.check_config(plan.config)
     prepare_store(store, plan, backend)
     if retry_failed:
         store.delete_failed()

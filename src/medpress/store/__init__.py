@@ -5,10 +5,12 @@ from medpress.store.store import (
     DB_NAME,
     JUDGMENT_COLUMNS,
     TURN_COLUMNS,
+    ReplyIssue,
     RunStore,
     StoreError,
     UnitKey,
     UnitState,
+    reply_issue,
 )
 
 __all__ = [
@@ -16,10 +18,12 @@ __all__ = [
     "EXPORT_COLUMNS",
     "JUDGMENT_COLUMNS",
     "TURN_COLUMNS",
+    "ReplyIssue",
     "RunStore",
     "StoreError",
     "UnitKey",
     "UnitState",
     "export_rows",
+    "reply_issue",
     "write_export",
 ]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 DB_NAME = "run.sqlite"
 
@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS turns (
     turn INTEGER NOT NULL, family TEXT NOT NULL, pressure TEXT NOT NULL, user TEXT NOT NULL,
     reply TEXT, reasoning TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
     latency_s REAL, error TEXT, error_kind TEXT, attempts INTEGER, retries TEXT,
-    created_at REAL NOT NULL,
+    created_at REAL NOT NULL, finish_reason TEXT,
     PRIMARY KEY (condition, repeat, dialogue_id, turn)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS judgments (
@@ -40,8 +40,13 @@ CREATE TABLE IF NOT EXISTS judgments (
 TURN_COLUMNS: tuple[str, ...] = (
     "condition", "repeat", "dialogue_id", "turn", "family", "pressure", "user", "reply",
     "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "error", "error_kind",
-    "attempts", "retries", "created_at",
+    "attempts", "retries", "created_at", "finish_reason",
 )
+# Columns added after the first release, with their SQL type: a store that lacks one gets it
+# (NULL in old rows) when opened. finish_reason is last in the schema for the same reason, so
+# old and new files have one layout.
+TURN_MIGRATIONS: tuple[tuple[str, str], ...] = (("finish_reason", "TEXT"),)
+ReplyIssue = Literal["empty", "truncated"]
 JUDGMENT_COLUMNS: tuple[str, ...] = (
     "condition", "repeat", "dialogue_id", "turn", "judge", "rubric_version", "label",
     "failure_mode", "evidence", "rationale", "raw", "error", "attempts", "prompt_tokens",
@@ -62,6 +67,19 @@ class StoreError(RuntimeError):
     """The run directory cannot be used as asked (e.g. resuming with other parameters)."""
 
 
+def reply_issue(reply: str | None, finish_reason: str | None) -> ReplyIssue | None:
+    """Why a successfully generated reply should not be judged as it stands, or None.
+
+    ``empty``: no visible answer (NULL, or only whitespace), whatever the finish reason: e.g. a
+    thinking model that spent every token inside ``<think>``. ``truncated``: a visible answer
+    that max_tokens cut off (finish reason ``length``). Empty takes precedence. A missing
+    finish reason (old runs, backends that do not say) is never ``truncated``.
+    """
+    if reply is None or not reply.strip():
+        return "empty"
+    return "truncated" if finish_reason == "length" else None
+
+
 class RunStore:
     """Transcripts, judgments and provenance of one run."""
 
@@ -74,6 +92,8 @@ class RunStore:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        self._migrate()
+        self.conn.create_function("reply_issue", 2, reply_issue, deterministic=True)
         self._insert_turn = (f"INSERT INTO turns ({', '.join(TURN_COLUMNS)}) "
                              f"VALUES ({', '.join('?' * len(TURN_COLUMNS))})")
         self._insert_judgment = (f"INSERT INTO judgments ({', '.join(JUDGMENT_COLUMNS)}) "
@@ -92,6 +112,18 @@ class RunStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _migrate(self) -> None:
+        """Add the turn columns a store from an older version lacks."""
+        for name, sql_type in TURN_MIGRATIONS:
+            have = {row[1] for row in self.conn.execute("PRAGMA table_info(turns)")}
+            if name in have:
+                continue
+            try:
+                self.conn.execute(f"ALTER TABLE turns ADD COLUMN {name} {sql_type}")
+            except sqlite3.OperationalError as e:  # another process added it first
+                if "duplicate column" not in str(e):
+                    raise
 
     # -- provenance -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
@@ -143,6 +175,18 @@ class RunStore:
     def count_turns(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
 
+    def reply_issues(self) -> dict[str, int]:
+        """Counts of successful turns whose reply is ``empty`` or ``truncated``, as
+        :func:`reply_issue` decides (the same function, run inside SQLite); both keys are
+        always present."""
+        counts = {"empty": 0, "truncated": 0}
+        rows = self.conn.execute("SELECT reply_issue(reply, finish_reason), COUNT(*) FROM turns "
+                                 "WHERE error IS NULL GROUP BY 1")
+        for issue, n in rows:
+            if issue is not None:
+                counts[str(issue)] = int(n)
+        return counts
+
     def error_counts(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT error_kind, COUNT(*) FROM turns WHERE error IS NOT NULL "
                                  "GROUP BY error_kind ORDER BY error_kind")
@@ -168,9 +212,26 @@ class RunStore:
             (judge, rubric_version)).rowcount
 
     def judges(self) -> list[tuple[str, str]]:
-        rows = self.conn.execute("SELECT DISTINCT judge, rubric_version FROM judgments "
-                                 "ORDER BY judge, rubric_version")
+        """Every (judge, rubric version) in the run, within a judge in the order the versions
+        first appeared (so the last is the newest)."""
+        rows = self.conn.execute("SELECT judge, rubric_version FROM judgments "
+                                 "GROUP BY judge, rubric_version "
+                                 "ORDER BY judge, MIN(created_at), rubric_version")
         return [(str(j), str(v)) for j, v in rows]
+
+    def judgment_counts(self) -> list[tuple[str, str, int, int]]:
+        """(judge, rubric version, labelled, unjudged) for every judge, in `judges` order."""
+        rows = self.conn.execute(
+            "SELECT judge, rubric_version, COUNT(label), SUM(label IS NULL) FROM judgments "
+            "GROUP BY judge, rubric_version ORDER BY judge, MIN(created_at), rubric_version")
+        return [(str(j), str(v), int(n), int(u)) for j, v, n, u in rows]
+
+    def judgment_errors(self, judge: str, rubric_version: str) -> dict[str, int]:
+        """How often each stored reason for an unjudged reply occurs, for one judge."""
+        rows = self.conn.execute(
+            "SELECT COALESCE(error, 'no reason recorded'), COUNT(*) FROM judgments WHERE judge = ? "
+            "AND rubric_version = ? AND label IS NULL GROUP BY 1", (judge, rubric_version))
+        return {str(e): int(n) for e, n in rows}
 
     def iter_judgments(self, judge: str | None = None) -> Iterator[dict[str, Any]]:
         sql = f"SELECT {', '.join(JUDGMENT_COLUMNS)} FROM judgments"

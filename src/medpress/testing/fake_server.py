@@ -2,8 +2,14 @@
 
 It answers ``POST /v1/chat/completions`` after ``latency_s`` with a deterministic reply, and
 can inject faults: a queue of one-shot faults consumed by successive requests, plus
-``permanent_marker``: a request whose last user message contains it always gets HTTP 400.
+``permanent_marker``: a request whose last user message contains it always gets HTTP 400, and
+``reject``: a function of the request body that returns an error message (HTTP 400) for a
+body the server refuses, e.g. a parameter a hosted model does not take.
 Requests are recorded (without headers) so tests can inspect exactly what was sent.
+
+A responder returns the reply text, or a dict of message fields (``content``, which may be
+None, ``reasoning_content``, ``reasoning``) plus an optional ``finish_reason`` (default
+``stop``), to imitate thinking models and cut-off replies.
 
 Run standalone: ``python -m medpress.testing fake-server --port 8011 --latency 0.05``.
 """
@@ -22,7 +28,8 @@ from aiohttp import web
 
 from medpress.testing.background import BackgroundServer
 
-Responder = Callable[[dict[str, Any]], str]
+Responder = Callable[[dict[str, Any]], str | dict[str, Any]]
+Rejecter = Callable[[dict[str, Any]], str | None]
 FAULTS = ("429", "500", "503", "timeout", "reset", "truncated", "ok")
 
 
@@ -38,8 +45,10 @@ class FakeServer(BackgroundServer):
     def __init__(self, *, latency_s: float = 0.0, responder: Responder = echo_responder,
                  faults: Iterable[str] = (), retry_after: str = "0",
                  permanent_marker: str | None = None, timeout_sleep_s: float = 5.0,
-                 host: str = "127.0.0.1", port: int = 0, record: bool = True) -> None:
+                 host: str = "127.0.0.1", port: int = 0, record: bool = True,
+                 reject: Rejecter | None = None) -> None:
         super().__init__()
+        self.reject = reject
         self.latency_s = latency_s
         self.responder = responder
         self.faults: deque[str] = deque(faults)
@@ -77,6 +86,10 @@ class FakeServer(BackgroundServer):
         last_user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
         if self.permanent_marker and self.permanent_marker in last_user:
             return web.json_response({"error": {"message": "bad request"}}, status=400)
+        refusal = self.reject(body) if self.reject is not None else None
+        if refusal is not None:
+            return web.json_response({"error": {"message": refusal,
+                                                "type": "invalid_request_error"}}, status=400)
         if fault == "429":
             return web.json_response({"error": {"message": "rate limited"}}, status=429,
                                      headers={"Retry-After": self.retry_after})
@@ -88,11 +101,14 @@ class FakeServer(BackgroundServer):
             assert request.transport is not None
             request.transport.close()
             return web.Response(status=500)
-        text = self.responder(body)
+        reply = self.responder(body)
+        fields = dict(reply) if isinstance(reply, dict) else {"content": reply}
+        finish = fields.pop("finish_reason", "stop")
+        text = fields.get("content") or ""
         payload = json.dumps({
             "id": f"cmpl-{self.served}", "object": "chat.completion", "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", **fields}}],
             "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
                       "completion_tokens": len(text.split()),
                       "total_tokens": 0},
