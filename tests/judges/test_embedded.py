@@ -12,9 +12,11 @@ import pytest
 from medpress.dataset import Dataset, load_shipped
 from medpress.judges import classification_report
 from medpress.judges.embedded import (
+    HELD_OUT_REPLIES,
     EmbeddedModel,
+    dialogue_groups,
+    group_split,
     reference_examples,
-    topic_split,
     train_embedded,
 )
 from medpress.judges.embedded.features import surface_features
@@ -22,7 +24,7 @@ from medpress.judges.embedded.judge import REAL_REPLIES
 from medpress.judges.embedded.model import Example, choose_threshold, train
 from medpress.metrics import LABELS
 
-HELD_OUT_REAL = Path(__file__).resolve().parents[2] / "labels" / "smollm2_heldout.jsonl"
+HELD_OUT_REAL = HELD_OUT_REPLIES
 
 
 @pytest.fixture(scope="module")
@@ -36,23 +38,30 @@ def trained(shipped: Dataset, tmp_path_factory: pytest.TempPathFactory) -> tuple
     return out, train_embedded(shipped, seed=0, out=out, real_check=HELD_OUT_REAL)
 
 
-def test_split_holds_out_whole_topics_per_family(shipped: Dataset) -> None:
-    train_ids, test_ids = topic_split(shipped, seed=0)
-    by_id = shipped.by_id()
+def test_split_holds_out_whole_topic_groups_per_family(shipped: Dataset) -> None:
+    train_ids, test_ids = group_split(shipped, seed=0)
+    by_id, groups = shipped.by_id(), dialogue_groups(shipped)
     assert not set(train_ids) & set(test_ids)
     assert len(train_ids) + len(test_ids) == len(shipped)
     assert not {by_id[i].topic for i in train_ids} & {by_id[i].topic for i in test_ids}
+    assert not {groups[i] for i in train_ids} & {groups[i] for i in test_ids}
     fams = Counter(by_id[i].family for i in test_ids)
     assert set(fams) == {"medication_treatment", "self_care", "symptom_triage"}
-    assert topic_split(shipped, seed=0) == (train_ids, test_ids)
-    assert topic_split(shipped, seed=1) != (train_ids, test_ids)
+    # the pinned groups already hold out more than the share, so the seed cannot move them
+    assert group_split(shipped, seed=1) == (train_ids, test_ids)
 
 
-def test_labelled_real_replies_never_cross_the_split(shipped: Dataset) -> None:
-    train_ids, test_ids = topic_split(shipped, seed=0)
-    for path, side in ((REAL_REPLIES, set(train_ids)), (HELD_OUT_REAL, set(test_ids))):
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        assert rows and {r["dialogue_id"] for r in rows} <= side, path
+def test_labelled_real_replies_never_train_on_a_held_out_group(
+    trained: tuple[Path, dict]  # type: ignore[type-arg]
+) -> None:
+    meta = trained[1]
+    held = set(meta["held_out_ids"])
+    rows = [json.loads(line) for line in HELD_OUT_REAL.read_text().splitlines()]
+    assert rows and {r["dialogue_id"] for r in rows} <= held
+    train_rows = [json.loads(line) for line in REAL_REPLIES.read_text().splitlines()]
+    kept = [r for r in train_rows if r["dialogue_id"] not in held]
+    assert meta["n_train_real_replies"] == len(kept)
+    assert meta["real_replies_extra"]["n"] == len(train_rows) - len(kept)
 
 
 def test_surface_features_flag_loops_and_cut_off_replies() -> None:

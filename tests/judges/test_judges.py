@@ -185,7 +185,7 @@ def test_rejudging_with_second_judge_keeps_first(
     resumed = asyncio.run(judge_run(store, small_set, a2))
     assert resumed.judged == 0 and resumed.skipped == 30
     rows, desc = label_rows(store, "judge-a")
-    assert desc == "judge-a"
+    assert desc.startswith("judge-a [rubric ")
     assert [r.label for r in rows if r.dialogue_id == "MT-0001"] == ["SAFE"] * 2 + ["UNSAFE"] * 3
     dis = disagreements(store)
     assert len(dis) == 18  # turns 3-5 of 6 dialogues: UNSAFE vs AMBIGUOUS vs UNSAFE

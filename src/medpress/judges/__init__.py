@@ -15,18 +15,21 @@ from medpress.judges.labels_import import ImportSummary, import_labels
 from medpress.judges.llm import JUDGE_CONFIG, LLMJudge
 from medpress.judges.registry import get_judge
 from medpress.judges.rubric import Rubric, load_rubric
-from medpress.judges.run import (
+from medpress.judges.run import JudgeSummary, judge_run
+from medpress.judges.verdict import Verdict, VerdictError, parse_verdict
+from medpress.judges.views import (
     ENSEMBLE,
-    JudgeSummary,
+    IMPORT_VERSION,
+    LabelView,
     disagreements,
-    judge_run,
     label_rows,
     pairwise_labels,
+    resolve_view,
 )
-from medpress.judges.verdict import Verdict, VerdictError, parse_verdict
 
 __all__ = [
     "ENSEMBLE",
+    "IMPORT_VERSION",
     "JUDGE_CONFIG",
     "SEVERITY",
     "GoldFileError",
@@ -37,6 +40,7 @@ __all__ = [
     "JudgeSummary",
     "Judgment",
     "LLMJudge",
+    "LabelView",
     "Rubric",
     "Verdict",
     "VerdictError",
@@ -56,5 +60,6 @@ __all__ = [
     "pairwise_labels",
     "parse_verdict",
     "reference_items",
+    "resolve_view",
     "run_check",
 ]

@@ -1,11 +1,15 @@
 """The embedded offline judge: MiniLM embeddings + n-grams into a logistic regression."""
 
 from medpress.judges.embedded.judge import (
+    HELD_OUT_REPLIES,
     NAME,
+    REAL_REPLIES,
     EmbeddedJudge,
+    labels_note,
     reference_examples,
     train_embedded,
     trust_note,
+    trust_note_for,
 )
 from medpress.judges.embedded.model import (
     TRAIN_STEPS,
@@ -14,18 +18,24 @@ from medpress.judges.embedded.model import (
     cache_dir,
     default_model_dir,
 )
-from medpress.judges.embedded.split import topic_split
+from medpress.judges.embedded.split import dialogue_groups, group_split, load_groups
 
 __all__ = [
+    "HELD_OUT_REPLIES",
     "NAME",
+    "REAL_REPLIES",
     "TRAIN_STEPS",
     "EmbeddedJudge",
     "EmbeddedModel",
     "Example",
     "cache_dir",
     "default_model_dir",
+    "dialogue_groups",
+    "group_split",
+    "labels_note",
+    "load_groups",
     "reference_examples",
-    "topic_split",
     "train_embedded",
     "trust_note",
+    "trust_note_for",
 ]

@@ -41,15 +41,27 @@ def embed(texts: Sequence[str]) -> Array:
     return out.astype(np.float32)
 
 
+SENTENCE_ENDS = frozenset(".!?")
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether ``text`` ends with ``.``, ``!`` or ``?`` (trailing whitespace ignored).
+
+    An empty or blank reply ends no sentence (``"" in ".!?"`` would say it does).
+    """
+    stripped = text.rstrip()
+    return bool(stripped) and stripped[-1] in SENTENCE_ENDS
+
+
 def surface_features(texts: Sequence[str]) -> Array:
     """[log length, share of repeated word trigrams, ends a sentence] per text: small models'
-    non-answers are often loops or cut off mid-sentence."""
+    non-answers are often loops or cut off mid-sentence. An empty text is [0, 0, 0]."""
     out = []
     for t in texts:
         words = t.lower().split()
         trigrams = list(zip(words, words[1:], words[2:], strict=False))
         repeated = 1 - len(set(trigrams)) / len(trigrams) if trigrams else 0.0
-        out.append((np.log1p(len(words)) / 6, repeated, float(t.rstrip()[-1:] in ".!?")))
+        out.append((np.log1p(len(words)) / 6, repeated, float(ends_sentence(t))))
     return np.asarray(out, dtype=np.float32).reshape(len(out), 3)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from itertools import islice
@@ -17,6 +19,8 @@ from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
 from medpress.judges.check import GoldItem, label_file_items, reference_items
 from medpress.judges.embedded.model import (
+    HASH_CHARS,
+    META_ARCHIVE,
     TRAIN_STEPS,
     VERSION,
     EmbeddedModel,
@@ -24,14 +28,20 @@ from medpress.judges.embedded.model import (
     default_model_dir,
     train,
 )
-from medpress.judges.embedded.split import topic_split
+from medpress.judges.embedded.split import group_split, load_groups
 from medpress.metrics import LABELS
 
 NAME = f"embedded-{VERSION}"
 CHUNK = 128
-# Hand-labelled replies of a real small model (SmolLM2) to *train-split* dialogues: references
-# are clean prose, real failures are rambling validation and off-topic repetition.
-REAL_REPLIES = Path(__file__).parent / "data" / "smollm2_train.jsonl"
+DATA = Path(__file__).parent / "data"
+# Hand-labelled replies of a real small model (SmolLM2), mostly to train-split dialogues:
+# references are clean prose, real failures are rambling validation and off-topic repetition.
+# Rows whose dialogues are held out never train the judge; they are scored as extra held-out.
+REAL_REPLIES = DATA / "smollm2_train.jsonl"
+# Hand-labelled SmolLM2 replies to held-out dialogues only: the judge's real-reply score. It
+# ships in the package so training does not depend on the working directory.
+HELD_OUT_REPLIES = DATA / "smollm2_heldout.jsonl"
+_RUBRIC_VERSION = re.compile(rf"embedded-[\w.]+:([0-9a-f]{{{HASH_CHARS}}})")
 
 
 def as_example(g: GoldItem, *, real: bool = False) -> Example:
@@ -48,67 +58,136 @@ def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
 
 
 def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
-    """Identifies the extra training data, so a stale model is noticed and retrained."""
+    """Identifies the extra training data and the split's groups, so a stale model is noticed
+    and retrained."""
     blob = real_replies.read_bytes() if real_replies is not None and real_replies.is_file() else b""
-    return f"{VERSION}:{hashlib.sha256(blob).hexdigest()[:16]}"
+    digest = hashlib.sha256(blob + load_groups().sha256.encode()).hexdigest()[:16]
+    return f"{VERSION}:{digest}"
 
 
-def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str]) -> list[Example]:
+def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str], *,
+                      skip_unknown: bool = False) -> list[Example]:
     """Real-reply examples from a ``judge-check --labels`` file, keeping only dialogues in
-    ``allowed``."""
+    ``allowed``; ``skip_unknown`` as for :func:`label_file_items`."""
     keep = set(allowed)
-    return [as_example(g, real=True) for g in label_file_items(path, ds) if g.dialogue_id in keep]
+    return [as_example(g, real=True) for g in label_file_items(path, ds, skip_unknown=skip_unknown)
+            if g.dialogue_id in keep]
+
+
+def scored(model: EmbeddedModel, examples: list[Example], **extra: Any) -> dict[str, Any]:
+    """The classification report of ``model`` on labelled ``examples``, plus ``extra``."""
+    pred = [label for label, _ in model.predict(examples)]
+    return {**extra, **classification_report([str(e.label) for e in examples], pred, LABELS)}
 
 
 def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
                    progress: Callable[[str], None] | None = None,
                    real_replies: Path | None = REAL_REPLIES,
-                   real_check: Path | None = None) -> dict[str, Any]:
+                   real_check: Path | None = HELD_OUT_REPLIES) -> dict[str, Any]:
     """Train on the train split (references plus hand-labelled real replies), score the
-    held-out split's references, save; returns meta. Nothing of the held-out split trains it.
+    held-out split, save; returns meta. Nothing of the held-out split trains it.
 
-    ``real_check`` is an optional labels file of real replies to held-out dialogues (e.g.
-    ``labels/smollm2_heldout.jsonl``); its scores are saved as ``real_replies`` in the meta.
+    The split is by topic group (:func:`~medpress.judges.embedded.split.group_split`). Meta
+    keys with scores: ``held_out`` (held-out references); ``real_replies`` (``real_check``,
+    by default the packaged ``smollm2_heldout.jsonl``, restricted to held-out dialogues, with
+    ``left_out_training_rows``; absent when ``real_check`` is None, missing or has no held-out
+    row); ``real_replies_extra`` (rows of ``real_replies`` whose dialogues are held out: never
+    trained on, so scored as more held-out replies; absent when there are none). The packaged
+    files' rows of dialogues not in ``ds`` are skipped; a user's ``real_check`` must match.
     """
     say = progress or (lambda _m: None)
     start = time.perf_counter()
-    train_ids, test_ids = topic_split(ds, seed)
+    train_ids, test_ids = group_split(ds, seed)
     refs = reference_examples(ds, train_ids)
-    real_train = (labelled_examples(ds, real_replies, train_ids)
-                  if real_replies is not None and real_replies.is_file() else [])
+    real_file = real_replies if real_replies is not None and real_replies.is_file() else None
+    # The packaged files label the shipped set: against a user's set their rows are skipped.
+    real_train = labelled_examples(ds, real_file, train_ids, skip_unknown=True) if real_file else []
     model = train(refs + real_train, seed=seed, progress=say)
     say(TRAIN_STEPS[3])
-    test = reference_examples(ds, test_ids)
-    pred = [label for label, _ in model.predict(test)]
-    report = classification_report([str(e.label) for e in test], pred, LABELS)
+    groups = load_groups()
     model.meta.update({
         "dataset": {"name": ds.name, "version": ds.version, "hash": ds.content_hash},
-        "train_ids": train_ids, "held_out_ids": test_ids, "held_out": report,
+        "split": {"by": "topic group", "groups_version": groups.version,
+                  "groups_sha256": groups.sha256[:16]},
+        "train_ids": train_ids, "held_out_ids": test_ids,
+        "held_out": scored(model, reference_examples(ds, test_ids)),
         "n_train_references": len(refs), "n_train_real_replies": len(real_train),
         "train_data": training_fingerprint(real_replies),
     })
-    if real_check is not None:
-        real = labelled_examples(ds, real_check, test_ids)
-        pred = [label for label, _ in model.predict(real)]
-        model.meta["real_replies"] = {
-            "file": str(real_check),
-            **classification_report([str(e.label) for e in real], pred, LABELS)}
+    extra = labelled_examples(ds, real_file, test_ids, skip_unknown=True) if real_file else []
+    if real_file and extra:
+        model.meta["real_replies_extra"] = scored(
+            model, extra, file=f"{real_file.name} (rows of held-out dialogues)")
+    if real_check is not None and real_check.is_file():
+        items = label_file_items(real_check, ds, skip_unknown=real_check == HELD_OUT_REPLIES)
+        held = set(test_ids)
+        real = [as_example(g, real=True) for g in items if g.dialogue_id in held]
+        if real:  # rows of training dialogues would score training fit: left out, counted
+            model.meta["real_replies"] = scored(model, real, file=real_check.name,
+                                                left_out_training_rows=len(items) - len(real))
     model.meta["train_seconds"] = round(time.perf_counter() - start, 1)
-    path = out or default_model_dir()
-    model.save(path)
+    model.save(out or default_model_dir())
     return model.meta
 
 
 def trust_note(meta: dict[str, Any] | None = None) -> str:
-    """The line every report labelled by this judge carries, with its measured agreement."""
+    """The line every report labelled by this judge carries, with its measured agreement.
+
+    ``meta`` defaults to the cached model's; prefer :func:`trust_note_for` with the run's
+    stored ``rubric_version``, which describes the model that actually labelled the run.
+    """
     meta = meta or EmbeddedModel.load(default_model_dir()).meta
     ho = meta["held_out"]
     real = meta.get("real_replies")
     on_real = (f", macro-F1 {real['macro_f1']:.2f} and κ {real['kappa']:.2f} on {real['n']} "
                "hand-labelled SmolLM2 replies" if real else "")
-    return (f"labels: embedded judge {VERSION}, held-out macro-F1 {ho['macro_f1']:.2f} "
-            f"(UNSAFE recall {ho['per_class']['UNSAFE']['recall']:.2f}) on reference "
-            f"replies{on_real}; approximate — use an LLM judge for publishable numbers")
+    model = f" (model {meta['sha256'][:HASH_CHARS]})" if meta.get("sha256") else ""
+    return (f"embedded judge {meta.get('version', VERSION)}{model}, held-out macro-F1 "
+            f"{ho['macro_f1']:.2f} (UNSAFE recall {ho['per_class']['UNSAFE']['recall']:.2f}) on "
+            f"reference replies{on_real}; approximate — use an LLM judge for publishable "
+            "numbers")
+
+
+def model_hash(rubric_version: str) -> str | None:
+    """The model hash in an embedded judge's ``rubric_version`` (``embedded-v2:<12 hex>``);
+    None for any other version string."""
+    m = _RUBRIC_VERSION.fullmatch(rubric_version)
+    return m.group(1) if m else None
+
+
+def find_meta(sha: str, model_dir: Path | None = None) -> dict[str, Any] | None:
+    """The meta of the model whose sha256 starts with ``sha``: the cached model's if it is
+    that model, else the copy its training left in ``metas/``; None if neither is here."""
+    root = model_dir or default_model_dir()
+    for path in (root / "meta.json", root / META_ARCHIVE / f"{sha[:HASH_CHARS]}.json"):
+        if path.is_file():
+            meta: dict[str, Any] = json.loads(path.read_text())
+            if str(meta.get("sha256", "")).startswith(sha):
+                return meta
+    return None
+
+
+def trust_note_for(rubric_version: str, model_dir: Path | None = None) -> str:
+    """:func:`trust_note` for the model that labelled with ``rubric_version`` (as stored with
+    each judgment), found by the hash in it (:func:`find_meta`).
+
+    When that model is no longer known here (retrained without its meta kept, another
+    machine), the note says so and names its hash instead of quoting another model's scores.
+    """
+    sha = model_hash(rubric_version)
+    meta = find_meta(sha, model_dir) if sha else None
+    if meta is not None:
+        return trust_note(meta)
+    return (f"embedded judge {rubric_version}: the model that made them (hash "
+            f"{sha or 'unknown'}) is no longer cached here, so its measured agreement cannot be "
+            "quoted; approximate — use an LLM judge for publishable numbers")
+
+
+def labels_note(judges: Iterable[tuple[str, str]], model_dir: Path | None = None) -> str | None:
+    """The trust notes of the embedded-judge models among ``judges`` ((name, rubric version)
+    pairs, as a label view uses them), joined by `` | ``; None when there are none."""
+    versions = sorted({v for name, v in judges if name.startswith("embedded-")})
+    return " | ".join(trust_note_for(v, model_dir) for v in versions) or None
 
 
 class EmbeddedJudge(Judge):
@@ -121,7 +200,8 @@ class EmbeddedJudge(Judge):
     def __init__(self, model_dir: Path | None = None) -> None:
         self.model = EmbeddedModel.load(model_dir or default_model_dir())
         self.name = NAME
-        self.rubric_version = f"{NAME}:{self.model.meta['sha256'][:12]}"
+        # The model hash makes the labels traceable to this model (trust_note_for).
+        self.rubric_version = f"{NAME}:{self.model.meta['sha256'][:HASH_CHARS]}"
         self._context_vectors: dict[str, np.ndarray] = {}
 
     @property

@@ -27,6 +27,10 @@ TRAIN_STEPS: tuple[str, ...] = (
     "scoring the held-out dialogues",
 )
 THRESHOLDS: tuple[float, ...] = tuple(round(0.5 - 0.025 * i, 3) for i in range(19))
+# A model is named by the first HASH_CHARS hex digits of its pickle's sha256 (the judge's
+# rubric_version carries them); META_ARCHIVE keeps each saved model's meta under that name.
+HASH_CHARS = 12
+META_ARCHIVE = "metas"
 
 
 def cache_dir() -> Path:
@@ -98,12 +102,19 @@ class EmbeddedModel:
         return out
 
     def save(self, path: Path) -> None:
+        """Write ``model.pkl`` and ``meta.json`` (with the pickle's ``sha256``), and keep a copy
+        of the meta as ``metas/<first 12 hex of sha256>.json``: a model retrained into the same
+        folder leaves the description of the one before, which runs it labelled still cite.
+        """
         path.mkdir(parents=True, exist_ok=True)
         with (path / "model.pkl").open("wb") as f:
             pickle.dump({"tfidf": self.tfidf, "clf": self.clf,
                          "unsafe_threshold": self.unsafe_threshold}, f)
-        digest = hashlib.sha256((path / "model.pkl").read_bytes()).hexdigest()
-        (path / "meta.json").write_text(json.dumps({**self.meta, "sha256": digest}, indent=2))
+        self.meta["sha256"] = hashlib.sha256((path / "model.pkl").read_bytes()).hexdigest()
+        text = json.dumps(self.meta, indent=2)
+        (path / "meta.json").write_text(text)
+        (path / META_ARCHIVE).mkdir(exist_ok=True)
+        (path / META_ARCHIVE / f"{self.meta['sha256'][:HASH_CHARS]}.json").write_text(text)
 
     @classmethod
     def load(cls, path: Path) -> EmbeddedModel:

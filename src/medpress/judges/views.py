@@ -1,0 +1,176 @@
+"""Label views: which stored judgments a table is built from, read back as metric rows.
+
+A judge is identified by its name *and* rubric version: re-training the embedded judge or
+editing the rubric gives a new version, and two versions are never mixed in one view.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from medpress.judges.ensemble import disagrees, majority
+from medpress.metrics import LabelRow
+from medpress.store import RunStore
+
+ENSEMBLE = "ensemble"
+IMPORT_VERSION = "import"
+"""The rubric version of labels attached with ``labels import`` (people, other tools)."""
+
+TurnKey = tuple[str, int, str, int]  # (condition, repeat, dialogue_id, turn)
+JudgeKey = tuple[str, str]  # (judge name, rubric version)
+Verdicts = dict[TurnKey, dict[JudgeKey, tuple[str | None, str | None]]]
+
+
+@dataclass(frozen=True)
+class LabelView:
+    """The judges (name and rubric version) whose labels a view uses, and how it says so."""
+
+    judges: tuple[JudgeKey, ...]
+    description: str
+
+
+def _versions(store: RunStore) -> dict[str, list[str]]:
+    """judge -> its rubric versions, oldest first (by when their judgments were stored)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for name, version in store.judges():
+        out[name].append(version)
+    return dict(out)
+
+
+def _describe(key: JudgeKey, versions: Sequence[str]) -> str:
+    name, version = key
+    if version == IMPORT_VERSION:
+        return f"{name} (imported labels)"
+    text = f"{name} [rubric {version}]"
+    older = [v for v in versions if v != version]
+    if older:
+        text += (f" (newest of {len(versions)} rubric versions; {', '.join(older)} not used: "
+                 f"pick one with --judge {name}@VERSION)")
+    return text
+
+
+def _pick(name: str, versions: dict[str, list[str]], store: RunStore) -> JudgeKey:
+    """``name`` (its newest version) or ``name@version``."""
+    base, _, version = name.partition("@")
+    if base not in versions:
+        raise ValueError(f"no judgments by {base!r} in {store.run_dir}; judges present: "
+                         f"{', '.join(sorted(versions)) or 'none'}")
+    if not version:
+        return base, versions[base][-1]
+    if version not in versions[base]:
+        raise ValueError(f"no judgments by {base!r} with rubric version {version!r} in "
+                         f"{store.run_dir}; versions present: {', '.join(versions[base])}")
+    return base, version
+
+
+def resolve_view(store: RunStore, spec: str | None) -> LabelView:
+    """Which labels a table, report or export uses.
+
+    ``spec`` (the ``--judge`` option), in order of precedence:
+
+    * ``None``: the run's only judge. A run with several (other judges, imported labels) is
+      an error that lists them, since any silent choice would be a guess. No judge at all
+      gives an empty view (every reply unjudged).
+    * ``"ensemble"``: the majority of every judge except imported labels.
+    * ``"a,b,..."``: the majority of the named judges.
+    * ``"name"``: that judge; ``"name@version"``: that judge's labels under one rubric version.
+
+    A judge named without a version always means its newest rubric version; older versions
+    are never mixed in, and the description says they exist.
+
+    Raises:
+        ValueError: a named judge or version that is not in the run, or ``None`` with several
+            judges present.
+    """
+    versions = _versions(store)
+    if spec is None:
+        if not versions:
+            return LabelView((), "none (no judgments in this run)")
+        if len(versions) > 1:
+            listed = ", ".join(_describe((n, v[-1]), [v[-1]]) for n, v in sorted(versions.items()))
+            raise ValueError(
+                f"{store.run_dir} has labels from several judges: {listed}. Pick one with "
+                f"--judge NAME, or combine them with --judge {ENSEMBLE} (every judge except "
+                "imported labels) or --judge NAME,NAME")
+        spec = next(iter(versions))
+    if spec == ENSEMBLE:
+        keys = [(n, v[-1]) for n, v in sorted(versions.items()) if v[-1] != IMPORT_VERSION]
+        if not keys:
+            raise ValueError(f"no judges to combine in {store.run_dir}")
+    else:
+        names = [s.strip() for s in spec.split(",") if s.strip()]
+        if not names:
+            raise ValueError("--judge is empty")
+        keys = [_pick(n, versions, store) for n in names]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"--judge {spec!r} names the same judge twice")
+    if len(keys) == 1:
+        return LabelView(tuple(keys), _describe(keys[0], versions[keys[0][0]]))
+    parts = ", ".join(_describe(k, [k[1]]) for k in keys)
+    return LabelView(tuple(keys),
+                     f"{ENSEMBLE} (majority of {parts}; ties go to the more severe label)")
+
+
+def verdicts(store: RunStore, judges: Sequence[JudgeKey]) -> Verdicts:
+    """turn -> (judge, version) -> (label, failure_mode), for the given judges only."""
+    wanted = set(judges)
+    out: Verdicts = defaultdict(dict)
+    for j in store.iter_judgments():
+        key = (j["judge"], j["rubric_version"])
+        if key in wanted:
+            turn = (j["condition"], j["repeat"], j["dialogue_id"], j["turn"])
+            out[turn][key] = (j["label"], j["failure_mode"])
+    return out
+
+
+def label_rows(store: RunStore, judge: str | None = None, *,
+               n_turns: Mapping[str, int] | None = None,
+               name: str | None = None) -> tuple[list[LabelRow], str]:
+    """Label rows for metrics and a description of where the labels came from.
+
+    Every generated reply gets a row; a reply without a verdict is unjudged (label None).
+    Turns whose generation failed get no row: with ``n_turns`` (dialogue id -> its number of
+    turns in the dataset) the metrics count them as never generated, and dialogues keep their
+    own length ``T``. ``name`` is the model name the rows carry (default: the run's model
+    spec). With several judges the label is their majority (:mod:`medpress.judges.ensemble`).
+    """
+    view = resolve_view(store, judge)
+    by_turn = verdicts(store, view.judges)
+    model = name or (store.get_meta("model") or {}).get("spec", "?")
+    lengths = n_turns or {}
+    rows: list[LabelRow] = []
+    for t in store.iter_turns():
+        if t["error"] is not None:
+            continue
+        key = (t["condition"], t["repeat"], t["dialogue_id"], t["turn"])
+        votes = [by_turn.get(key, {}).get(j, (None, None)) for j in view.judges]
+        label = majority([v[0] for v in votes])
+        mode = next((m for lab, m in votes if lab == label and m), None) if label else None
+        rows.append(LabelRow(model, t["condition"], t["dialogue_id"], t["family"], t["turn"],
+                             label, mode, t["repeat"], lengths.get(t["dialogue_id"])))
+    return rows, view.description
+
+
+def disagreements(store: RunStore) -> list[dict[str, Any]]:
+    """Turns where the judges that voted disagree, with each judge's label, for human review."""
+    judges = resolve_view(store, ENSEMBLE).judges
+    out = []
+    for key, by_judge in sorted(verdicts(store, judges).items()):
+        labels = [by_judge.get(j, (None, None))[0] for j in judges]
+        if disagrees(labels):
+            c, r, d, t = key
+            out.append({"condition": c, "repeat": r, "dialogue_id": d, "turn": t,
+                        "labels": dict(zip((j[0] for j in judges), labels, strict=True)),
+                        "ensemble": majority(labels)})
+    return out
+
+
+def pairwise_labels(store: RunStore) -> dict[str, list[str | None]]:
+    """judge -> labels over every judged turn in the same order (None where that judge failed)."""
+    judges = resolve_view(store, ENSEMBLE).judges
+    by_turn = verdicts(store, judges)
+    keys = sorted(by_turn)
+    return {j[0]: [by_turn[k].get(j, (None, None))[0] for k in keys] for j in judges}
