@@ -34,6 +34,7 @@ from _common import record, synthetic_set
 from medpress.backends import GenerateConfig, ScriptedBackend, stance_for
 from medpress.cli.results import rows_from_runs
 from medpress.conditions import DEFAULT_CONDITIONS, load_conditions
+from medpress.dataset import load_dataset
 from medpress.judges import import_labels
 from medpress.metrics import compute_groups
 from medpress.reports import write_report
@@ -86,7 +87,12 @@ def write_truth(store: RunStore, behaviour: str, path: Path) -> None:
 
 def run(n_models: int, n_dialogues: int, conditions: list[str], n_boot: int,
         root: Path) -> dict[str, Any]:
-    ds = synthetic_set(n_dialogues)
+    # On disk, so the runs record where their dialogues are and reports find each one's length.
+    root.mkdir(parents=True, exist_ok=True)
+    set_path = root / "set.jsonl"
+    set_path.write_text("".join(d.model_dump_json(exclude_none=True) + "\n"
+                                for d in synthetic_set(n_dialogues)))
+    ds = load_dataset([set_path])
     plan = RunPlan(ds, load_conditions().get(conditions), GenerateConfig())
     per_run = plan.turns_per_condition() * len(conditions)
     run_dirs: list[Path] = []
@@ -118,7 +124,8 @@ def run(n_models: int, n_dialogues: int, conditions: list[str], n_boot: int,
     import_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    rows, provenance, judge = rows_from_runs(run_dirs, None)
+    runs = rows_from_runs(run_dirs, None)
+    rows = runs.rows
     read_s = time.perf_counter() - t0
     assert len(rows) == turns and all(r.label is not None for r in rows)
 
@@ -127,7 +134,8 @@ def run(n_models: int, n_dialogues: int, conditions: list[str], n_boot: int,
     metrics_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    report = write_report(root / "report", rows, provenance, judge=judge, n_boot=n_boot)
+    report = write_report(root / "report", rows, runs.provenance, judge=runs.judge,
+                          notes=runs.notes, n_boot=n_boot)
     report_s = time.perf_counter() - t0
     assert "Leaderboard" in report.read_text() or n_models == 1
 

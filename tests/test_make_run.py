@@ -32,5 +32,8 @@ def test_make_run_produces_a_judged_measured_report(tmp_path: Path) -> None:
         assert g["n_dialogues"] == 12
         assert abs(g["UAR"] + g["SAR"] + g["AR"] - 1) < 1e-9
     assert "approximate" in (report / "report.md").read_text()
-    for png in ("uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png"):
+    for png in ("uar_by_turn.png", "survival.png", "family_bars.png"):
         assert (report / png).stat().st_size > 10_000
+    # The embedded judge assigns no failure modes: the report says so instead of an empty chart.
+    assert not (report / "failure_modes.png").exists()
+    assert "No reply carries a failure mode" in (report / "report.md").read_text()

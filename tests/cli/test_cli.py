@@ -64,15 +64,17 @@ def test_run_end_to_end_then_metrics_report_import(
         assert (rd / "report" / f).stat().st_size > 0
     out = json.loads(invoke("metrics", str(rd), "--json", "--n-boot", "200").output)
     g = next(x for x in out["groups"] if x["condition"] == "direct" and x["family"] == "all")
-    assert g["UAR"] == pytest.approx(0.8) and g["ToF"] == pytest.approx(2.0)
-    assert g["UAR_at"][0] == 0.0 and g["FR"] == 1.0 and out["labels"] == "openai/j"
+    assert g["UAR"] == pytest.approx(0.8) and g["ToF"] == pytest.approx(1.0)
+    assert g["UAR_at"][0] == 0.0 and g["FR"] == 1.0
+    assert out["labels"].startswith("openai/j [rubric ")
     # export carries one row per generated turn
     exp = tmp_path / "e.csv"
     invoke("export", str(rd), "--format", "csv", "--out", str(exp))
     lines = exp.read_text().splitlines()
     assert len(lines) == 1 + 9 * 5 * 4
     assert lines[0].endswith(",error,judge,label,failure_mode")
-    assert lines[1].split(",")[-3:] == ["openai/j", "SAFE", ""]
+    judge_col, label, mode = lines[1].split(",")[-3:]
+    assert judge_col.startswith("openai/j [rubric ") and (label, mode) == ("SAFE", "")
     # human labels attach beside the judge's, never overwriting
     labels = tmp_path / "human.jsonl"
     labels.write_text("".join(json.dumps({
@@ -95,7 +97,7 @@ def test_metrics_from_label_file_and_bad_file(tmp_path: Path) -> None:
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = json.loads(invoke("metrics", "--labels", str(f), "--json").output)
     g = out["groups"][0]
-    assert g["UAR"] == 0.5 and g["unjudged"] == 1 and g["ToF"] == 2
+    assert g["UAR"] == 0.5 and g["unjudged"] == 1 and g["ToF"] == 1
     rows[1]["label"] = "MAYBE"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = runner.invoke(app, ["metrics", "--labels", str(f)])

@@ -143,13 +143,26 @@ def test_report_markdown(report: tuple[Path, list[LabelRow]]) -> None:
     assert "direct → direct_anti" in text
 
 
-def test_leaderboard_sorted_safest_first(report: tuple[Path, list[LabelRow]]) -> None:
+def test_leaderboard_sorted_by_net_safe_stance(report: tuple[Path, list[LabelRow]]) -> None:
     text = (report[0] / "report.md").read_text()
     section = text.split("## Leaderboard", 1)[1].split("## ", 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert len(lines) == 8
-    uars = [float(ln.split("|")[4].strip().split("%")[0]) for ln in lines]
-    assert uars == sorted(uars)
+    nets = [float(ln.split("|")[4].strip().split(" pp")[0]) for ln in lines]
+    assert nets == sorted(nets, reverse=True)
+
+
+def test_a_model_that_never_takes_a_stance_cannot_rank_first(tmp_path: Path) -> None:
+    def run(model: str, labels: list[str]) -> list[LabelRow]:
+        return [LabelRow(model, "direct", f"d{i}", "self_care", t, lab)
+                for i in range(4) for t, lab in enumerate(labels, start=1)]
+
+    rows = (run("scripted/hedger", ["AMBIGUOUS"] * 5)
+            + run("holds-mostly", ["SAFE", "SAFE", "SAFE", "SAFE", "UNSAFE"]))
+    write_report(tmp_path, rows, [], judge="j", n_boot=20)
+    section = (tmp_path / "report.md").read_text().split("## Leaderboard", 1)[1]
+    first = next(ln for ln in section.splitlines() if ln.startswith("| 1 |"))
+    assert "holds-mostly" in first  # UAR 20% but SAR 80%; the hedger's UAR 0% ranks second
 
 
 def test_single_model_three_turns(tmp_path: Path) -> None:
@@ -176,3 +189,16 @@ def test_markdown_cells_are_escaped(tmp_path: Path) -> None:
 def test_empty_rows_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no label rows"):
         write_report(tmp_path, [], [], judge="j")
+
+
+def test_reused_out_dir_keeps_no_stale_files(tmp_path: Path) -> None:
+    write_report(tmp_path, synthetic(), [], judge="j", n_boot=20)
+    assert (tmp_path / "heatmap.png").exists()
+    (tmp_path / "notes.txt").write_text("mine")
+    rows = [LabelRow("solo", "direct", f"d{i}", "self_care", t, "SAFE")
+            for i in range(3) for t in (1, 2)]
+    write_report(tmp_path, rows, [], judge="j", n_boot=20)
+    assert not (tmp_path / "heatmap.png").exists()  # from the earlier two-model report
+    assert not (tmp_path / "failure_modes.png").exists()  # no failure modes: no empty chart
+    assert "No reply carries a failure mode" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "notes.txt").read_text() == "mine"  # the user's own file stays

@@ -10,16 +10,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
+from medpress.backends import Reasoning
 from medpress.cli.common import clean_errors, console
 from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import (
     ENSEMBLE,
     GoldFileError,
+    GoldItem,
+    Judge,
     JudgeSummary,
+    Judgment,
     cohen_kappa,
     disagreements,
     fleiss_kappa,
@@ -32,6 +37,8 @@ from medpress.judges import (
     reference_items,
     run_check,
 )
+from medpress.judges.llm import failure_line
+from medpress.judges.registry import EMBEDDED, judge_provenance, parse_judge_reasoning
 from medpress.metrics import LABELS
 from medpress.runner import run_dataset
 from medpress.store import RunStore
@@ -40,6 +47,15 @@ JudgeOpt = Annotated[list[str], typer.Option("--judge", "-j", help="Judge spec (
 JudgeUrlOpt = Annotated[list[str] | None, typer.Option(
     "--judge-base-url", help="Server for openai/ judges: one for all, or one per --judge")]
 JudgeConcOpt = Annotated[int, typer.Option(help="Judge requests in flight")]
+JudgeReasoningOpt = Annotated[str | None, typer.Option(
+    "--judge-reasoning", help="on|off: switch an LLM judge's thinking (default: the model's); "
+    "off suits a reasoning model behind vLLM that otherwise thinks past --judge-max-tokens")]
+JudgeTruncOpt = Annotated[bool, typer.Option(
+    "--judge-truncated/--no-judge-truncated",
+    help="Judge replies cut off at --max-tokens as they stand (empty replies are never judged)")]
+JudgeMaxTokOpt = Annotated[int | None, typer.Option(
+    "--judge-max-tokens", help="An LLM judge's max tokens per verdict (default 512; raise it "
+    "for a judge that thinks)")]
 
 labels_app = typer.Typer(help="Attach labels from a file to a run.", no_args_is_help=True)
 
@@ -72,14 +88,65 @@ def judge_urls(judges: list[str], urls: list[str] | None) -> list[str | None]:
     return list(urls)
 
 
+def check_judge_settings(judges: list[str], reasoning: str | None,
+                         max_tokens: int | None) -> Reasoning | None:
+    """Validate ``--judge-reasoning``/``--judge-max-tokens`` before any work; the parsed
+    reasoning.
+
+    Raises:
+        ValueError: for a bad value, or either setting when every judge is ``embedded``.
+    """
+    r = parse_judge_reasoning(reasoning)
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"--judge-max-tokens must be at least 1, not {max_tokens}")
+    if (r is not None or max_tokens is not None) and all(j == EMBEDDED for j in judges):
+        raise ValueError("--judge-reasoning and --judge-max-tokens apply to LLM judges, not to "
+                         "the embedded judge (a classifier: it generates nothing)")
+    return r
+
+
+def build_judges(judges: list[str], urls: list[str] | None, concurrency: int,
+                 reasoning: str | None = None, max_tokens: int | None = None) -> list[Judge]:
+    """One judge per spec. ``reasoning``/``max_tokens`` go to the LLM judges only.
+
+    Raises:
+        ValueError: for a bad value, or either setting when every judge is ``embedded``.
+    """
+    r = check_judge_settings(judges, reasoning, max_tokens)
+    llm = [spec != EMBEDDED for spec in judges]
+    return [get_judge(spec, base_url=url, concurrency=concurrency,
+                      reasoning=r if is_llm else None, max_tokens=max_tokens if is_llm else None)
+            for spec, url, is_llm in zip(judges, judge_urls(judges, urls), llm, strict=True)]
+
+
+def record_judge(store: RunStore, judge: Judge) -> None:
+    """Keep the judge's identity and settings in the run's meta under ``judges``, keyed by
+    ``<name>@<rubric_version>`` (so reports show how every set of labels was made)."""
+    entry = judge_provenance(judge)
+    known = dict(store.get_meta("judges") or {})
+    known[f"{judge.name}@{judge.rubric_version}"] = entry
+    store.set_meta("judges", known)
+
+
 def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
-                concurrency: int, dataset: Path | None = None) -> list[JudgeSummary]:
-    """Run each judge over the run with a progress bar; returns one summary per judge."""
+                concurrency: int, dataset: Path | None = None, reasoning: str | None = None,
+                max_tokens: int | None = None, judge_truncated: bool = True
+                ) -> list[JudgeSummary]:
+    """Run each judge over the run with a progress bar; returns one summary per judge.
+
+    Empty replies are never judged, truncated ones only with ``judge_truncated``; either
+    kind is stored unjudged with the reason, and counted in the printed summary.
+
+    When more than a few percent of a judge's verdicts fail, one line says why
+    (:func:`medpress.judges.llm.failure_line`).
+    """
     ds = run_dataset(store, dataset)
     total = sum(1 for t in store.iter_turns() if t["error"] is None)
     out = []
-    for spec, url in zip(judges, judge_urls(judges, urls), strict=True):
-        judge = get_judge(spec, base_url=url, concurrency=concurrency)
+    for spec, judge in zip(judges, build_judges(judges, urls, concurrency, reasoning,
+                                                max_tokens), strict=True):
+        record_judge(store, judge)
+        results: list[Judgment] = []
         with Progress(TextColumn("[bold]judging {task.description}"), BarColumn(),
                       MofNCompleteColumn(), TextColumn("[red]{task.fields[err]} unjudged"),
                       TimeElapsedColumn(), console=console) as prog:
@@ -88,14 +155,22 @@ def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
             prog.update(task, completed=done)
             errs = Counter[str]()
 
-            def tick(j: object, task: object = task, errs: Counter[str] = errs) -> None:
-                errs["n"] += getattr(j, "label", None) is None
+            def tick(j: Judgment, task: object = task, errs: Counter[str] = errs,
+                     results: list[Judgment] = results) -> None:
+                errs["n"] += j.label is None
+                # only failures are kept whole; a success is kept as its label, for the count
+                results.append(j if j.label is None else Judgment(j.key, j.label))
                 prog.update(task, advance=1, err=errs["n"])  # type: ignore[arg-type]
 
-            summary = asyncio.run(judge_run(store, ds, judge, tick))
-        console.print(f"{spec}: {summary.judged} judged, {summary.unjudged} unjudged, "
-                      f"{summary.skipped} already done; judge tokens "
+            summary = asyncio.run(judge_run(store, ds, judge, tick,
+                                            judge_truncated=judge_truncated))
+        left = ", ".join(f"{n} {why}" for why, n in summary.not_judged.items())
+        console.print(f"{spec}: {summary.judged} judged, {summary.unjudged} unjudged"
+                      + (f" (not put to the judge: {left} replies)" if left else "")
+                      + f", {summary.skipped} already done; judge tokens "
                       f"{summary.prompt_tokens} / {summary.completion_tokens}")
+        if (why := failure_line(results)) is not None:
+            console.print(f"[yellow]{escape(f'{spec}: {why}')}[/]", highlight=False)
         out.append(summary)
     if len(judges) > 1:
         print_agreement(store)
@@ -125,9 +200,13 @@ def judge_cmd(
     judge_base_url: JudgeUrlOpt = None,
     concurrency: JudgeConcOpt = 16,
     dataset: Annotated[Path | None, typer.Option(help="The run's dialogues, if moved")] = None,
+    judge_reasoning: JudgeReasoningOpt = None,
+    judge_max_tokens: JudgeMaxTokOpt = None,
+    judge_truncated: JudgeTruncOpt = True,
 ) -> None:
     """Judge an existing run; adds judgments, never regenerates replies, resumes."""
-    judge_store(RunStore.open_existing(run_dir), judge, judge_base_url, concurrency, dataset)
+    judge_store(RunStore.open_existing(run_dir), judge, judge_base_url, concurrency, dataset,
+                judge_reasoning, judge_max_tokens, judge_truncated)
 
 
 @judge_app.command("train-embedded")
@@ -138,7 +217,8 @@ def train_embedded_cmd(
     out: Annotated[Path | None, typer.Option(help="Model folder (default: cache dir)")] = None,
     real_labels: Annotated[Path | None, typer.Option(
         help="Hand-labelled real replies to held-out dialogues, scored into the model's meta "
-             "(default: labels/smollm2_heldout.jsonl when present)")] = None,
+             "(default: the packaged smollm2_heldout.jsonl, also labels/smollm2_heldout.jsonl)"
+    )] = None,
     if_missing: Annotated[bool, typer.Option(
         help="Do nothing if a model trained on this dataset version already exists")] = False,
 ) -> None:
@@ -149,7 +229,7 @@ def train_embedded_cmd(
         default_model_dir,
         train_embedded,
     )
-    from medpress.judges.embedded.judge import training_fingerprint
+    from medpress.judges.embedded.judge import HELD_OUT_REPLIES, training_fingerprint
 
     ds = resolve_dataset(dataset)
     if if_missing:
@@ -170,16 +250,17 @@ def train_embedded_cmd(
         def step(msg: str) -> None:
             prog.update(task, completed=TRAIN_STEPS.index(msg), description=msg)
 
-        default_real = Path("labels/smollm2_heldout.jsonl")
-        real = real_labels or (default_real if default_real.is_file() else None)
-        meta = train_embedded(ds, seed=seed, out=out, progress=step, real_check=real)
+        # packaged with the judge, so the default does not depend on the working directory
+        meta = train_embedded(ds, seed=seed, out=out, progress=step,
+                              real_check=real_labels or HELD_OUT_REPLIES)
         prog.update(task, completed=len(TRAIN_STEPS), description="done")
     console.print(f"saved to {out or default_model_dir()} in {meta['train_seconds']} s; "
                   f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "
-                  "dialogues (split by topic)")
+                  "dialogues (split by topic group)")
     print_check({**meta["held_out"], "judge": "embedded (held-out references)"})
-    if "real_replies" in meta:
-        print_check({**meta["real_replies"], "judge": f"embedded ({meta['real_replies']['file']})"})
+    for key in ("real_replies", "real_replies_extra"):
+        if key in meta:
+            print_check({**meta[key], "judge": f"embedded ({meta[key]['file']})"})
 
 
 @clean_errors
@@ -189,32 +270,91 @@ def judge_check_cmd(
     labels: Annotated[Path | None, typer.Option(help="JSONL of labelled replies")] = None,
     dataset: Annotated[Path | None, typer.Option(help="Dialogues (default: shipped)")] = None,
     concurrency: JudgeConcOpt = 16,
+    judge_reasoning: JudgeReasoningOpt = None,
+    judge_max_tokens: JudgeMaxTokOpt = None,
+    include_train: Annotated[bool, typer.Option(
+        "--include-train", help="embedded judge: also score dialogues it was trained on "
+        "(training fit, not a held-out figure)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Measure a judge against known labels (default: the dataset's references)."""
+    """Measure a judge against known labels (default: the dataset's references).
+
+    The embedded judge is scored on its held-out dialogues only, unless --include-train.
+    """
+    if include_train and judge != EMBEDDED:
+        raise ValueError("--include-train only applies to --judge embedded")
+    reasoning = check_judge_settings([judge], judge_reasoning, judge_max_tokens)
     ds = resolve_dataset(dataset)
-    if judge == "embedded" and labels is None:
-        ds = ds.subset(embedded_held_out(ds))
     try:
         gold = label_file_items(labels, ds) if labels else reference_items(ds)
     except GoldFileError as e:
         raise ValueError(str(e)) from None
-    report, _ = run_check(get_judge(judge, base_url=judge_base_url, concurrency=concurrency),
-                          gold)
+    scope = None
+    if judge == EMBEDDED:
+        gold, scope = embedded_scope(gold, embedded_held_out(ds, include_train), include_train)
+    report, judgments = run_check(
+        get_judge(judge, base_url=judge_base_url, concurrency=concurrency,
+                  reasoning=reasoning, max_tokens=judge_max_tokens),
+        gold)
+    stand_in = sum(g.stand_in for g in gold) if labels else 0
+    if scope is not None:
+        report["scope"] = scope
+        report["judge"] = f"{report['judge']} ({scope})"
+    if labels:
+        report["reference_context_items"] = stand_in
     if as_json:
         print(json.dumps(report, indent=2))
         return
     print_check(report)
+    if stand_in:
+        console.print(f"context: reference replies stand in for earlier turns in {stand_in} "
+                      "items (the labels file has no history for them)")
+    if (why := failure_line(judgments)) is not None:
+        console.print(f"[yellow]{escape(f'{judge}: {why}')}[/]", highlight=False)
 
 
-def embedded_held_out(ds: Dataset) -> list[str]:
-    """The embedded judge's held-out ids: it is only ever scored on dialogues it never saw."""
+def embedded_scope(gold: list[GoldItem], held_out: list[str], include_train: bool
+                   ) -> tuple[list[GoldItem], str]:
+    """The items the embedded judge is scored on, and a phrase saying which they are.
+
+    Held-out dialogues only, unless ``include_train``: then all, marked as including training
+    dialogues (training fit is not a held-out figure). An item of a dialogue the split does not
+    know (a user's set) counts as training.
+
+    Raises:
+        ValueError: when no item is of a held-out dialogue and ``include_train`` is off.
+    """
+    held = set(held_out)
+    n_train = sum(g.dialogue_id not in held for g in gold)
+    if include_train:
+        return gold, (f"INCLUDES {n_train} items of training dialogues: not a held-out figure"
+                      if n_train else "held-out dialogues only")
+    kept = [g for g in gold if g.dialogue_id in held]
+    if not kept:
+        raise ValueError("none of these items is of a dialogue the embedded judge held out; "
+                         "--include-train scores them anyway (training fit, not held-out)")
+    return kept, ("held-out dialogues only" + (f"; {n_train} items of training dialogues left "
+                                               "out (--include-train)" if n_train else ""))
+
+
+def embedded_held_out(ds: Dataset, include_train: bool = False) -> list[str]:
+    """The embedded judge's held-out ids: it is only ever scored on dialogues it never saw.
+
+    For a dataset the cached model was not trained on, no id is known to be held out: that
+    is an error, unless ``include_train`` (then every item counts as training).
+
+    Raises:
+        ValueError: for another dataset without ``include_train``.
+    """
     from medpress.judges.embedded import EmbeddedModel, default_model_dir
 
     meta = EmbeddedModel.load(default_model_dir()).meta
     if meta["dataset"]["hash"] != ds.content_hash:
-        raise ValueError("the embedded judge was trained on another version of this dataset; "
-                         "retrain it (medpress judge train-embedded) or pass --labels")
+        if include_train:
+            return []
+        raise ValueError("the embedded judge was trained on another version of this dataset, "
+                         "so its held-out dialogues are unknown; retrain it (medpress judge "
+                         "train-embedded --dataset …) or score everything with --include-train")
     return list(meta["held_out_ids"])
 
 
@@ -273,7 +413,8 @@ def labels_import_cmd(
     """Attach labels to a run's turns under the labeller's name; nothing is overwritten."""
     s = import_labels(RunStore.open_existing(run_dir), file, labeller)
     console.print(f"{s.added} label(s) added as {labeller!r}; {s.kept_existing} already present "
-                  f"(kept); {s.no_such_turn} for turns not in this run (skipped)")
+                  f"(kept); {s.no_such_turn} for turns not in this run, {s.other_model} for "
+                  "other models (skipped)")
 
 
 @labels_app.command("agreement")

@@ -8,14 +8,22 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from medpress.backends import SPEC_HELP, Backend, GenerateConfig, Reasoning, get_backend
-from medpress.cli.common import clean_errors, console, default_run_dir, split_list
+from medpress.cli.common import (
+    clean_errors,
+    console,
+    default_run_dir,
+    err_console,
+    fail,
+    split_list,
+)
 from medpress.cli.progress import TurnProgress
 from medpress.conditions import DEFAULT_CONDITIONS, load_conditions
 from medpress.dataset import resolve_dataset, select
-from medpress.runner import RunPlan, RunSummary, generate
+from medpress.runner import RunPlan, RunRejected, RunSummary, generate
 from medpress.store import RunStore, write_export
 
 ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
@@ -35,6 +43,8 @@ ReasoningOpt = Annotated[str | None, typer.Option(help="on|off: switch model rea
 SeedOpt = Annotated[int, typer.Option(help="Seed for sampling and --sample")]
 RetryFailedOpt = Annotated[bool, typer.Option(help="Redo turns that failed permanently before")]
 TimeoutOpt = Annotated[float, typer.Option(help="Per-request timeout in seconds")]
+NameOpt = Annotated[str | None, typer.Option(
+    help="The run's name in reports (default: the model spec plus the settings that differ)")]
 SystemRoleOpt = Annotated[bool, typer.Option(help="Model has a system role (else folded in)")]
 
 
@@ -50,15 +60,47 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 sample: int | None, ids: str | None, starter: bool, run_dir: Path | None,
                 concurrency: int, temperature: float, max_tokens: int, repeats: int,
                 reasoning: str | None, seed: int, timeout: float = 120.0,
-                system_role: bool = True) -> tuple[Backend, RunStore, RunPlan, Path]:
-    """What ``generate`` and ``run`` share: the plan, the backend and the run store."""
+                system_role: bool = True, name: str | None = None
+                ) -> tuple[Backend, RunStore, RunPlan, Path]:
+    """What ``generate`` and ``run`` share: the plan, the backend and the run store.
+
+    Every option is checked against the backend before the run directory is created, so a
+    refused option (``--reasoning`` for a backend without a switch) leaves nothing behind;
+    settings that are accepted but change meaning are printed as warnings. ``name`` is the
+    run's display name in reports (stored; it can be changed on resume, nothing else uses it).
+
+    Raises:
+        ValueError: for an option the backend would silently drop, or a bad value.
+    """
     config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
                             reasoning=parse_reasoning(reasoning))
     plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
     backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
                           system_role=system_role)
+    for message in [*backend.check_config(config), *plan_warnings(plan)]:
+        warn(message)
+    if name is not None and not name.strip():
+        raise ValueError("--name must not be empty")
     rd = run_dir or default_run_dir(model)
-    return backend, RunStore(rd), plan, rd
+    store = RunStore(rd)
+    if name is not None:
+        store.set_meta("name", name.strip())
+    return backend, store, plan, rd
+
+
+def plan_warnings(plan: RunPlan) -> list[str]:
+    """Settings that are valid but probably not what the user meant."""
+    out = []
+    if plan.repeats > 1 and plan.config.temperature == 0:
+        # Greedy decoding ignores the per-repeat seed: every repeat is the same transcript.
+        out.append(f"--repeats {plan.repeats} at --temperature 0: the repeats will be "
+                   "identical (greedy decoding ignores the seed); set --temperature above 0 "
+                   "to sample different replies")
+    return out
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
 def parse_reasoning(value: str | None) -> Reasoning | None:
@@ -76,20 +118,27 @@ def run_generation(backend: Backend, store: RunStore, plan: RunPlan, concurrency
     totals = {c.name: plan.turns_per_condition() for c in plan.conditions}
     if retry_failed:
         done = Counter()  # failed turns come back; counts settle as the run goes
-    with TurnProgress(totals, done) as prog:
-        summary = asyncio.run(generate(backend, store, plan, concurrency=concurrency,
-                                       on_result=prog.hook, retry_failed=retry_failed))
-    print_summary(summary)
+    try:
+        with TurnProgress(totals, done) as prog:
+            summary = asyncio.run(generate(backend, store, plan, concurrency=concurrency,
+                                           on_result=prog.hook, retry_failed=retry_failed))
+    except RunRejected as e:
+        raise fail(str(e)) from None
+    print_summary(summary, store.reply_issues())
     return summary
 
 
-def print_summary(s: RunSummary) -> None:
+def print_summary(s: RunSummary, issues: dict[str, int] | None = None) -> None:
+    """The table after a run; ``issues`` are the whole run's empty / truncated replies."""
     table = Table(title="generation summary", show_header=False)
     table.add_row("turns generated", str(s.turns_done))
     table.add_row("turns already stored", str(s.turns_skipped))
     table.add_row("permanent failures", ", ".join(f"{k}: {v}" for k, v in s.failures.items())
                   or "none")
     table.add_row("retries", ", ".join(f"{k}: {v}" for k, v in s.retries.items()) or "none")
+    if issues is not None:
+        table.add_row("empty / truncated replies (whole run)",
+                      f"{issues['empty']} / {issues['truncated']}")
     table.add_row("tokens (prompt / completion)", f"{s.prompt_tokens} / {s.completion_tokens}")
     table.add_row("wall time", f"{s.elapsed_s:.1f} s")
     console.print(table)
@@ -114,11 +163,12 @@ def generate_cmd(
     timeout: TimeoutOpt = 120.0,
     system_role: SystemRoleOpt = True,
     retry_failed: RetryFailedOpt = False,
+    name: NameOpt = None,
 ) -> None:
     """Generate every five-turn transcript of the selected dialogues under each condition."""
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
-        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role)
+        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed)

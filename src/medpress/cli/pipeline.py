@@ -9,7 +9,16 @@ import typer
 
 from medpress.backends import GenerateConfig
 from medpress.cli.common import clean_errors, console
-from medpress.cli.evaluate import JudgeConcOpt, JudgeOpt, JudgeUrlOpt, judge_store
+from medpress.cli.evaluate import (
+    JudgeConcOpt,
+    JudgeMaxTokOpt,
+    JudgeOpt,
+    JudgeReasoningOpt,
+    JudgeTruncOpt,
+    JudgeUrlOpt,
+    check_judge_settings,
+    judge_store,
+)
 from medpress.cli.generate import (
     ALL_CONDITIONS,
     BaseUrlOpt,
@@ -19,6 +28,7 @@ from medpress.cli.generate import (
     IdsOpt,
     MaxTokOpt,
     ModelOpt,
+    NameOpt,
     ReasoningOpt,
     RepeatsOpt,
     RunDirOpt,
@@ -31,8 +41,8 @@ from medpress.cli.generate import (
     prepare_run,
     run_generation,
 )
-from medpress.cli.results import make_report, rows_from_runs
-from medpress.metrics import compute_groups, metrics_table
+from medpress.cli.results import make_report, print_labels, rows_from_runs
+from medpress.metrics import compute_groups, fit_metrics_table
 
 
 @clean_errors
@@ -57,18 +67,27 @@ def run_cmd(
     timeout: TimeoutOpt = 120.0,
     system_role: SystemRoleOpt = True,
     out: Annotated[Path | None, typer.Option(help="Report folder (default RUN_DIR/report)")] = None,
+    judge_reasoning: JudgeReasoningOpt = None,
+    judge_max_tokens: JudgeMaxTokOpt = None,
+    judge_truncated: JudgeTruncOpt = True,
+    name: NameOpt = None,
 ) -> None:
     """Generate → judge → report, then print the headline table and the report path."""
+    check_judge_settings(judge, judge_reasoning, judge_max_tokens)  # before any generation
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
-        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role)
+        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     run_generation(backend, store, plan, concurrency)
     console.rule("2/3 judge")
-    judge_store(store, judge, judge_base_url, judge_concurrency, dataset)
+    summaries = judge_store(store, judge, judge_base_url, judge_concurrency, dataset,
+                            judge_reasoning, judge_max_tokens, judge_truncated)
     console.rule("3/3 report")
-    rows, _, desc = rows_from_runs([rd], None)
-    console.print(f"labels: {desc}")
-    console.print(metrics_table(compute_groups(rows, n_boot=1000, seed=seed)))
-    path = make_report([rd], out, None)
+    # The judges of this command, not whatever else the run directory holds.
+    view = ",".join(f"{s.judge}@{s.rubric_version}" for s in summaries)
+    runs = rows_from_runs([rd], view, dataset)
+    print_labels(runs)
+    console.print(fit_metrics_table(compute_groups(runs.rows, n_boot=1000, seed=seed),
+                                    console.width))
+    path = make_report([rd], out, view, dataset=dataset)
     console.print(f"report: [bold]{path}[/]")

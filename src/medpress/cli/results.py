@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from medpress.cli.common import clean_errors, console
-from medpress.judges import label_rows
-from medpress.metrics import LabelRow, compute_groups, metrics_table, read_labels
+from medpress.dataset import Dataset, resolve_dataset
+from medpress.judges import label_rows, resolve_view
+from medpress.metrics import LabelRow, compute_groups, fit_metrics_table, read_labels
 from medpress.reports import write_report
 from medpress.store import RunStore
 
-EMBEDDED = "embedded-"
-
 RunJudgeOpt = Annotated[str | None, typer.Option(
-    "--judge", help="Whose labels: a judge name, or 'ensemble' (default: the only judge, "
-    "else the ensemble of all)")]
+    "--judge", help="Whose labels: a judge name (its newest rubric version), NAME@VERSION, "
+    "'ensemble' (every judge but imported labels) or NAME,NAME (default: the run's only judge)")]
 BootOpt = Annotated[int, typer.Option(help="Bootstrap resamples")]
 SeedOpt = Annotated[int, typer.Option(help="Bootstrap seed")]
+RunDatasetOpt = Annotated[Path | None, typer.Option(
+    "--dataset", help="The runs' dialogues, if moved (gives each dialogue its own length)")]
+# Generation parameters that tell two runs of one model spec apart, in naming order.
+_NAME_PARAMS = ("reasoning", "temperature", "max_tokens", "seed", "json_mode")
 
 
 def run_provenance(store: RunStore) -> dict[str, Any]:
@@ -31,23 +37,105 @@ def run_provenance(store: RunStore) -> dict[str, Any]:
     prov["dataset"] = ds
     prov["run_dir"] = str(store.run_dir)
     prov["errors"] = store.error_counts()
+    prov["replies"] = store.reply_issues()
     return prov
 
 
-def rows_from_runs(run_dirs: list[Path], judge: str | None
-                   ) -> tuple[list[LabelRow], list[dict[str, Any]], str]:
-    """Label rows of several runs, their provenance, and the judge description."""
+def run_names(stores: list[RunStore]) -> list[str]:
+    """A display name per run that no other run in the list shares.
+
+    Precedence: the name recorded with ``--name`` when the run was made; else the model spec,
+    plus the generation parameters (then the server URL) that differ among runs of that spec,
+    e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run directory's name
+    is added. Two runs are therefore never pooled into one row.
+    """
+    provs = [s.provenance() for s in stores]
+    specs = [str((p.get("model") or {}).get("spec", "?")) for p in provs]
+    names = []
+    for i, prov in enumerate(provs):
+        if prov.get("name"):
+            names.append(str(prov["name"]))
+            continue
+        same = [p for p, spec in zip(provs, specs, strict=True) if spec == specs[i]]
+        gen = [(p.get("params") or {}).get("generation") or {} for p in same]
+        own = gen[same.index(prov)]
+        parts = [f"{k}={own.get(k)}" for k in _NAME_PARAMS
+                 if len({json.dumps(g.get(k)) for g in gen}) > 1]
+        urls = [(p.get("model") or {}).get("base_url") for p in same]
+        if len(set(urls)) > 1:
+            parts.append(f"url={(prov.get('model') or {}).get('base_url')}")
+        names.append(specs[i] + (f" ({', '.join(parts)})" if parts else ""))
+    for i, name in enumerate(names):
+        if names.count(name) > 1:
+            names[i] = f"{name} [{stores[i].run_dir.name}]"
+    if len(set(names)) < len(names):
+        raise ValueError("two runs have the same display name and directory name; give each "
+                         "a unique --name")
+    return names
+
+
+@dataclass
+class RunLabels:
+    """Label rows of several runs with everything a table or report says about them."""
+
+    rows: list[LabelRow]
+    provenance: list[dict[str, Any]]
+    judge: str
+    """Where the labels came from (each judge with its rubric version)."""
+    notes: list[str]
+    """Warnings: different judges, unfinished runs, empty or cut-off replies."""
+    label_note: str | None
+    """The embedded judge's measured agreement, for the models that made these labels."""
+
+
+def rows_from_runs(run_dirs: list[Path], judge: str | None,
+                   dataset: Path | None = None) -> RunLabels:
+    """Label rows of several runs, their provenance, the judge description and warnings.
+
+    Each run's rows carry its display name (`run_names`) and each dialogue's own length from
+    the run's dataset. Warnings say when runs were labelled by different judges, when a run
+    is unfinished or has failed turns, and when replies were empty or cut off.
+    """
+    from medpress.judges.embedded import labels_note
+    from medpress.runner import run_dataset
+
+    stores = [RunStore.open_existing(rd) for rd in run_dirs]
     rows: list[LabelRow] = []
-    provs, judges = [], []
-    for rd in run_dirs:
-        store = RunStore.open_existing(rd)
-        r, desc = label_rows(store, judge)
+    provs, descs, notes = [], [], []
+    keys: list[tuple[str, str]] = []
+    for store, name in zip(stores, run_names(stores), strict=True):
+        ds = run_dataset(store, dataset)
+        keys.extend(resolve_view(store, judge).judges)
+        r, desc = label_rows(store, judge, n_turns={d.id: len(d.turns) for d in ds}, name=name)
         rows.extend(r)
         prov = run_provenance(store)
+        prov["name"] = name
         prov["judge"] = desc
         provs.append(prov)
-        judges.append(desc)
-    return rows, provs, "; ".join(sorted(set(judges)))
+        descs.append(desc)
+        notes.extend(_run_notes(name, prov, ds_turns=sum(len(d.turns) for d in ds),
+                                stored=len(r)))
+    if len(set(descs)) > 1:
+        notes.insert(0, "these runs were labelled by different judges, so their numbers are "
+                        "not comparable: " + "; ".join(
+                            f"{p['name']}: {d}" for p, d in zip(provs, descs, strict=True)))
+    return RunLabels(rows, provs, "; ".join(dict.fromkeys(descs)), notes, labels_note(keys))
+
+
+def _run_notes(name: str, prov: dict[str, Any], ds_turns: int, stored: int) -> list[str]:
+    params = prov.get("params") or {}
+    planned = ds_turns * len(params.get("conditions") or []) * int(params.get("repeats") or 1)
+    notes = []
+    if stored < planned:
+        failed = sum((prov.get("errors") or {}).values())
+        notes.append(f"{name}: {stored} of {planned} turns generated ({failed} failed); turns "
+                     "not generated count as unjudged, and dialogues never started are not in "
+                     "these numbers. Resume the run to complete it.")
+    issues = prov.get("replies") or {}
+    if issues.get("empty") or issues.get("truncated"):
+        notes.append(f"{name}: {issues.get('empty', 0)} empty replies (never judged) and "
+                     f"{issues.get('truncated', 0)} replies cut off at the token limit.")
+    return notes
 
 
 @clean_errors
@@ -55,6 +143,7 @@ def metrics_cmd(
     run_dir: Annotated[Path | None, typer.Argument(help="Run directory")] = None,
     labels: Annotated[Path | None, typer.Option(help="CSV/JSONL label file instead")] = None,
     judge: RunJudgeOpt = None,
+    dataset: RunDatasetOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
     n_boot: BootOpt = 1000,
     seed: SeedOpt = 0,
@@ -62,38 +151,62 @@ def metrics_cmd(
     """UAR, SAR, AR, FR, ToF, NoF with bootstrap CIs per model x condition x family."""
     if (run_dir is None) == (labels is None):
         raise ValueError("give either RUN_DIR or --labels FILE")
+    notes: list[str] = []
+    label_note = None
     if labels is not None:
         rows, source = read_labels(labels), f"file {labels}"
+        rows, unknown = with_lengths(rows, resolve_dataset(dataset))
+        if unknown:
+            notes.append(f"{unknown} dialogue id(s) in {labels} are not in the dataset and have "
+                         "no n_turns column: their length is taken as the highest turn present")
     else:
         assert run_dir is not None
-        rows, _, source = rows_from_runs([run_dir], judge)
+        runs = rows_from_runs([run_dir], judge, dataset)
+        rows, source, notes, label_note = runs.rows, runs.judge, runs.notes, runs.label_note
     if not rows:
         raise ValueError("no labelled turns to measure")
     groups = compute_groups(rows, n_boot=n_boot, seed=seed)
     if as_json:
-        print(json.dumps({"labels": source, "groups": [g.to_dict() for g in groups]}))
+        print(json.dumps({"labels": source, "notes": notes,
+                          "groups": [g.to_dict() for g in groups]}))
         return
-    console.print(f"labels: {source}")
-    if EMBEDDED in source:
-        from medpress.judges.embedded import trust_note
+    print_labels(RunLabels(rows, [], source, notes, label_note))
+    console.print(fit_metrics_table(groups, console.width))
 
-        console.print(f"[yellow]{trust_note()}[/]")
-    console.print(metrics_table(groups))
+
+def print_labels(runs: RunLabels) -> None:
+    """Which labels a table is built from, its warnings and the embedded judge's trust note."""
+    console.print(f"labels: {escape(runs.judge)}", highlight=False)
+    for note in runs.notes:
+        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
+    if runs.label_note:
+        console.print(f"[yellow]{escape(runs.label_note)}[/]", highlight=False)
+
+
+def with_lengths(rows: list[LabelRow], ds: Dataset) -> tuple[list[LabelRow], int]:
+    """Rows with ``n_turns`` filled from ``ds`` where the file left it blank, and the number
+    of dialogue ids that had neither."""
+    lengths = {d.id: len(d.turns) for d in ds}
+    out, unknown = [], set()
+    for r in rows:
+        if r.n_turns is None:
+            if r.dialogue_id in lengths:
+                r = dataclasses.replace(r, n_turns=lengths[r.dialogue_id])
+            else:
+                unknown.add(r.dialogue_id)
+        out.append(r)
+    return out, len(unknown)
 
 
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
-                label_note: str | None = None, n_boot: int = 1000, seed: int = 0) -> Path:
-    rows, provs, desc = rows_from_runs(run_dirs, judge)
-    if all(r.label is None for r in rows):
+                n_boot: int = 1000, seed: int = 0, dataset: Path | None = None) -> Path:
+    runs = rows_from_runs(run_dirs, judge, dataset)
+    if all(r.label is None for r in runs.rows):
         raise ValueError(f"no labels in {', '.join(map(str, run_dirs))}: judge the run first "
                          "(medpress judge RUN_DIR --judge SPEC) or import labels")
-    if label_note is None and EMBEDDED in desc:
-        from medpress.judges.embedded import trust_note
-
-        label_note = trust_note()
     out_dir = out or run_dirs[0] / "report"
-    return write_report(out_dir, rows, provs, judge=desc, label_note=label_note,
-                        n_boot=n_boot, seed=seed)
+    return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
+                        label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed)
 
 
 @clean_errors
@@ -101,9 +214,10 @@ def report_cmd(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories")],
     out: Annotated[Path | None, typer.Option(help="Report folder (default RUN_DIR/report)")] = None,
     judge: RunJudgeOpt = None,
+    dataset: RunDatasetOpt = None,
     n_boot: BootOpt = 1000,
     seed: SeedOpt = 0,
 ) -> None:
     """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard."""
-    path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed)
+    path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset)
     console.print(f"report: [bold]{path}[/]")

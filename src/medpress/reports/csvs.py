@@ -28,12 +28,19 @@ def _write(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
     return path
 
 
+_GROUP_SCALARS = (*HEADLINE_METRICS, "ToF_flipped", "ToF_safe")
+_TURN_METRICS = ("UAR_at", "SAR_at", "survival", "first_flip_at")
+
+
+def _with_bounds(value: float | None, interval: tuple[float, float] | None) -> list[Any]:
+    return [value, *(interval if interval is not None else (None, None))]
+
+
 def write_groups_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
     """One row per group: counts, every scalar metric, and ``<metric>_lo``/``_hi`` bounds."""
-    header = [*_GROUP_KEYS, "n_dialogues", "n_turns_judged", "unjudged"]
-    for m in HEADLINE_METRICS:
+    header = [*_GROUP_KEYS, "n_dialogues", "n_turns_judged", "unjudged", "not_generated"]
+    for m in _GROUP_SCALARS:
         header += [m, f"{m}_lo", f"{m}_hi"]
-    header.append("ToF_flipped")
     rows = []
     for g in groups:
         row: list[Any] = [
@@ -43,45 +50,28 @@ def write_groups_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
             g.n_dialogues,
             g.n_turns_judged,
             g.unjudged,
+            g.not_generated,
         ]
-        for m in HEADLINE_METRICS:
-            iv = g.interval(m)
-            row += [g.value(m), *(iv if iv is not None else (None, None))]
-        row.append(g.ToF_flipped)
+        for m in _GROUP_SCALARS:
+            row += _with_bounds(g.value(m), g.interval(m))
         rows.append(row)
     return _write(path, header, rows)
 
 
 def write_uar_by_turn_csv(groups: Sequence[GroupMetrics], path: Path) -> Path:
-    """One row per group and turn: UAR@t, SAR@t with bounds, and survival after turn t."""
-    header = [
-        *_GROUP_KEYS,
-        "turn",
-        "UAR",
-        "UAR_lo",
-        "UAR_hi",
-        "SAR",
-        "SAR_lo",
-        "SAR_hi",
-        "survival",
-    ]
+    """One row per group and turn: UAR@t, SAR@t, survival (no UNSAFE up to and including t)
+    and first_flip_at (share of flipped dialogues first flipping at t), each with bounds."""
+    header = [*_GROUP_KEYS, "turn"]
+    for m in _TURN_METRICS:
+        name = m.removesuffix("_at") if m in ("UAR_at", "SAR_at") else m
+        header += [name, f"{name}_lo", f"{name}_hi"]
     rows = []
     for g in groups:
         for t in range(1, len(g.UAR_at) + 1):
-            u, s = g.interval_at("UAR_at", t), g.interval_at("SAR_at", t)
-            rows.append(
-                [
-                    g.model,
-                    g.condition,
-                    g.family,
-                    t,
-                    g.UAR_at[t - 1],
-                    *(u if u is not None else (None, None)),
-                    g.SAR_at[t - 1],
-                    *(s if s is not None else (None, None)),
-                    g.survival[t - 1],
-                ]
-            )
+            row: list[Any] = [g.model, g.condition, g.family, t]
+            for m in _TURN_METRICS:
+                row += _with_bounds(getattr(g, m)[t - 1], g.interval_at(m, t))
+            rows.append(row)
     return _write(path, header, rows)
 
 

@@ -148,10 +148,11 @@ def plot_uar_by_turn(groups: Sequence[GroupMetrics], path: Path) -> Path:
 
 
 def plot_survival(groups: Sequence[GroupMetrics], path: Path) -> Path:
-    """Share of dialogues still safe (ToF > t) after each turn; t = 0 is 100% by definition."""
+    """Share of dialogues with no UNSAFE reply up to and including turn t (ToF >= t, ToF
+    counting turns held); t = 0 is 100% by definition."""
     pooled, models, conds = _pooled(groups), _models(groups), _conditions(groups)
     with mpl.rc_context(_RC):
-        fig, axes = _panels(len(models), "Dialogues not yet failed (share with ToF > t)")
+        fig, axes = _panels(len(models), "Dialogues not yet failed (share with ToF ≥ t)")
         for ax, model in zip(axes, models, strict=False):
             t_max = 1
             for i, cond in enumerate(conds):

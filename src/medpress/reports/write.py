@@ -31,11 +31,15 @@ from .plots import (
     plot_uar_by_turn,
 )
 from .tables import (
+    LEADERBOARD_RULE,
     failure_mode_table,
     family_table,
+    first_flip_table,
     headline_table,
     leaderboard_table,
     paired_table,
+    survival_table,
+    tof_table,
     uar_by_turn_table,
 )
 
@@ -44,6 +48,12 @@ __all__ = ["write_report"]
 _TEMPLATES = Path(__file__).with_name("templates")
 _TITLE_KEYS = ("run_id", "run", "name", "model")
 _LEVEL = 0.95
+REPORT_FILES: tuple[str, ...] = (
+    "report.md", "metrics.json", "groups.csv", "uar_by_turn.csv", "failure_modes.csv",
+    "paired.csv", "uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png",
+    "heatmap.png",
+)
+"""Every file a report may write; a report removes those of an earlier report in its folder."""
 
 
 def write_report(
@@ -53,6 +63,7 @@ def write_report(
     *,
     judge: str,
     label_note: str | None = None,
+    notes: Sequence[str] = (),
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Path:
@@ -60,11 +71,14 @@ def write_report(
 
     Writes report.md, metrics.json (``judge``, ``label_note``, ``provenance``, ``groups``,
     ``paired``), groups.csv, uar_by_turn.csv, failure_modes.csv, paired.csv, and the figures
-    uar_by_turn.png, survival.png, family_bars.png, failure_modes.png, plus heatmap.png when
-    there is more than one model (the leaderboard likewise). ``provenance`` holds one mapping
+    uar_by_turn.png, survival.png, family_bars.png, failure_modes.png (only when some reply
+    carries a failure mode; the report says so otherwise), plus heatmap.png when there is more
+    than one model (the leaderboard likewise). ``provenance`` holds one mapping
     per run; every key is listed as given (nested mappings as dotted keys), so it must be
-    JSON-serialisable or convertible with ``str``. Existing files of the same names are
-    overwritten; ``out_dir`` is created if needed.
+    JSON-serialisable or convertible with ``str``. ``notes`` are warnings shown at the top
+    (and above the leaderboard), e.g. runs labelled by different judges. Files of an earlier
+    report in ``out_dir`` (`REPORT_FILES`) are removed first, so none is left stale; other
+    files are kept. ``out_dir`` is created if needed.
 
     Returns:
         The path of report.md.
@@ -77,10 +91,13 @@ def write_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = compute_groups(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
+    for name in REPORT_FILES:
+        (out_dir / name).unlink(missing_ok=True)
     paired = all_paired_differences(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
     several_models = len({g.model for g in groups}) > 1
+    any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
-    _write_json(out_dir / "metrics.json", judge, label_note, provenance, groups, paired)
+    _write_json(out_dir / "metrics.json", judge, label_note, notes, provenance, groups, paired)
     write_groups_csv(groups, out_dir / "groups.csv")
     write_uar_by_turn_csv(groups, out_dir / "uar_by_turn.csv")
     write_failure_modes_csv(groups, out_dir / "failure_modes.csv")
@@ -90,19 +107,25 @@ def write_report(
         "uar_by_turn": plot_uar_by_turn(groups, out_dir / "uar_by_turn.png").name,
         "survival": plot_survival(groups, out_dir / "survival.png").name,
         "family_bars": plot_family_bars(groups, out_dir / "family_bars.png").name,
-        "failure_modes": plot_failure_modes(groups, out_dir / "failure_modes.png").name,
+        "failure_modes": (
+            plot_failure_modes(groups, out_dir / "failure_modes.png").name if any_modes else None
+        ),
         "heatmap": plot_heatmap(groups, out_dir / "heatmap.png").name if several_models else None,
     }
 
-    unjudged = sum(1 for r in rows if r.label is None)
+    pooled = [g for g in groups if g.family == "all"]
+    unjudged = sum(g.unjudged for g in pooled)
+    n_turns = sum(g.n_turns_judged for g in pooled) + unjudged
     summary = {
         "n_labels": len(rows),
+        "n_turns": n_turns,
+        "not_generated": sum(g.not_generated for g in pooled),
         "n_models": len({r.model for r in rows}),
         "n_conditions": len({r.condition for r in rows}),
         "n_dialogue_ids": len({r.dialogue_id for r in rows}),
         "n_runs": len({(r.model, r.condition, r.dialogue_id, r.repeat) for r in rows}),
         "unjudged": unjudged,
-        "unjudged_share": f"{100 * unjudged / len(rows):.1f}%",
+        "unjudged_share": f"{100 * unjudged / n_turns:.1f}%",
         "level": f"{100 * _LEVEL:.0f}%",
         "n_boot": n_boot,
         "seed": seed,
@@ -113,12 +136,17 @@ def write_report(
         .render(
             judge=_one_line(judge),
             label_note=None if label_note is None else _one_line(label_note),
+            notes=[_one_line(n) for n in notes],
             summary=summary,
             provenance=[_provenance_block(i, p) for i, p in enumerate(provenance, start=1)],
             headline=headline_table(groups),
             leaderboard=leaderboard_table(groups) if several_models else None,
+            leaderboard_rule=LEADERBOARD_RULE,
             by_family=family_table(groups),
             by_turn=uar_by_turn_table(groups),
+            tof=tof_table(groups),
+            survival=survival_table(groups),
+            first_flip=first_flip_table(groups),
             failure_modes=failure_mode_table(groups),
             paired=paired_table(paired),
             figures=figures,
@@ -156,6 +184,7 @@ def _write_json(
     path: Path,
     judge: str,
     label_note: str | None,
+    notes: Sequence[str],
     provenance: Sequence[Mapping[str, Any]],
     groups: Sequence[GroupMetrics],
     paired: Sequence[PairedDiff],
@@ -163,6 +192,7 @@ def _write_json(
     payload = {
         "judge": judge,
         "label_note": label_note,
+        "notes": list(notes),
         "provenance": [dict(p) for p in provenance],
         "groups": [g.to_dict() for g in groups],
         "paired": [p.to_dict() for p in paired],
