@@ -66,15 +66,14 @@ def test_json_array(tmp_path: Path) -> None:
     path = tmp_path / "labels.json"
     rec = {"model": "m", "condition": "c", "dialogue_id": "a", "family": "f", "turn": 1}
     path.write_text(json.dumps([{**rec, "label": "SAFE"}, {**rec, "turn": 2, "label": "X"}]))
-    with pytest.raises(LabelFileError, match=r"item 2, field 'label'"):
+    with pytest.raises(LabelFileError, match=r"item 2: label: unknown label"):
         read_labels(path)
 
 
 def _assert_names(err: LabelFileError, path: Path, line: int, field: str) -> None:
     text = str(err)
     assert str(path) in text
-    assert f"line {line}" in text
-    assert f"field '{field}'" in text
+    assert f"{path}:{line}: {field}: " in text
     assert (err.path, err.line, err.field) == (path, line, field)
 
 
@@ -104,10 +103,10 @@ def test_csv_unknown_label(tmp_path: Path) -> None:
 
 
 def test_csv_missing_column_names_header(tmp_path: Path) -> None:
-    path = _csv(tmp_path, "model,condition,dialogue_id,turn,label", "m,direct,a,1,SAFE")
+    path = _csv(tmp_path, "model,condition,dialogue_id,label", "m,direct,a,SAFE")
     with pytest.raises(LabelFileError, match="missing column; header is: model, condition") as info:
         read_labels(path)
-    _assert_names(info.value, path, 1, "family")
+    _assert_names(info.value, path, 1, "turn")
 
 
 def test_csv_duplicate_row_names_both_lines(tmp_path: Path) -> None:
@@ -178,15 +177,15 @@ def test_jsonl_bad_turn(tmp_path: Path, turn: object) -> None:
 def test_jsonl_invalid_json(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(REC) + "\n{not json\n")
-    with pytest.raises(LabelFileError, match=r"line 2: invalid JSON"):
+    with pytest.raises(LabelFileError, match=r"bad.jsonl:2: invalid JSON"):
         read_labels(path)
 
 
 def test_empty_id_rejected(tmp_path: Path) -> None:
-    path = _jsonl(tmp_path, {**REC, "model": " "})
+    path = _jsonl(tmp_path, {**REC, "dialogue_id": " "})
     with pytest.raises(LabelFileError) as info:
         read_labels(path)
-    _assert_names(info.value, path, 1, "model")
+    _assert_names(info.value, path, 1, "dialogue_id")
 
 
 def test_unknown_suffix(tmp_path: Path) -> None:
@@ -205,5 +204,5 @@ def test_error_is_value_error() -> None:
 def test_n_turns_below_turn_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "labels.csv"
     path.write_text(f"{HEADER},n_turns\nm,direct,a,f,4,SAFE,,0,3\n")
-    with pytest.raises(LabelFileError, match=r"line 2, field 'n_turns'.*>= turn \(4\)"):
+    with pytest.raises(LabelFileError, match=r"labels.csv:2: n_turns: .*>= turn \(4\)"):
         read_labels(path)

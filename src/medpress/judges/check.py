@@ -23,7 +23,7 @@ from typing import Any
 from medpress.dataset import Dataset, Dialogue
 from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
-from medpress.metrics import LABELS
+from medpress.metrics import LABELS, LabelFileError, LabelRecord, read_label_records
 
 
 @dataclass(frozen=True)
@@ -97,37 +97,49 @@ def _history(value: object, turn: int, where: str) -> list[Prior]:
     return out
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line.
+def _conversation(rec: LabelRecord) -> str | None:
+    """The conversation a row belongs to: its ``conversation``, else, for a row that says
+    where it sits in a run (``condition``; a ``medpress export`` row), model, condition,
+    repeat and dialogue together; else None (a row on its own)."""
+    if rec.conversation is not None:
+        return rec.conversation
+    if rec.condition is None:
+        return None
+    return f"{rec.model or ''}|{rec.condition}|{rec.repeat or 0}|{rec.dialogue_id}"
 
-    Raises:
-        GoldFileError: for a line that is not a JSON object.
-    """
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            raise GoldFileError(f"{path}:{n}: invalid JSON ({e})") from None
-        if not isinstance(rec, dict):
-            raise GoldFileError(f"{path}:{n}: not a JSON object")
-        out.append((n, rec))
-    return out
+
+def _item_id(rec: LabelRecord) -> str:
+    """A row's ``id``, else one built from where it sits: ``model:condition:repeat:dialogue:
+    turn`` with the parts it has (so two files exported from one run share ids)."""
+    given = (rec.fields or {}).get("id")
+    if given not in (None, ""):
+        return str(given)
+    parts = [rec.model, rec.condition, None if rec.repeat is None else str(rec.repeat)]
+    return ":".join([*(p for p in parts if p is not None), rec.dialogue_id, f"t{rec.turn}"])
+
+
+def _reply(rec: LabelRecord) -> str | None:
+    value = (rec.fields or {}).get("reply")
+    return value if isinstance(value, str) and value != "" else None
 
 
 def label_file_items(path: Path, ds: Dataset, *, skip_unknown: bool = False) -> list[GoldItem]:
-    """Items from a JSONL of ``{"id", "dialogue_id", "turn", "reply", "label"}`` rows, with
-    optional ``failure_mode``, ``history`` and ``conversation``.
+    """Items from a labels file (docs/labels.md): the rows with a label, each with its
+    ``reply``; CSV or JSONL.
+
+    Needs ``dialogue_id``, ``turn``, ``label`` and, on labelled rows, ``reply``; ``id`` is
+    optional (built from model, condition, repeat, dialogue and turn when absent). A row with
+    a blank label is not scored, but its reply is context for the later turns of its
+    conversation, so a ``medpress export`` file with some rows labelled is usable as it is.
 
     The earlier assistant replies the judge sees (turns 1..turn-1), first match wins:
 
     - ``history``: the ``turn - 1`` earlier replies in order, each a string (the dataset's user
       turn) or ``{"user": …, "assistant": …}``;
     - ``conversation``: an id shared by the rows of one conversation (e.g.
-      ``smollm2-direct-MT-0026``); the replies of its rows for turns 1..turn-1, if all are in
-      the file;
+      ``smollm2-direct-MT-0026``), or for rows with a ``condition`` and no ``conversation``
+      their model, condition, repeat and dialogue; the replies of its rows for turns
+      1..turn-1, if all are in the file;
     - otherwise (and for turn 1 nothing is needed) the dialogue's ``safe`` reference stands in,
       and the item is marked ``stand_in``.
 
@@ -136,47 +148,66 @@ def label_file_items(path: Path, ds: Dataset, *, skip_unknown: bool = False) -> 
 
     Raises:
         GoldFileError: naming file, line and field for the first problem (including the same
-            turn of one conversation twice).
+            turn of one conversation twice); a problem of the file's format lists how many
+            more there are.
     """
     dialogues = ds.by_id()
-    rows = _rows(path)
+    try:
+        records, _ = read_label_records(path)
+    except LabelFileError as e:
+        raise GoldFileError(str(e)) from None
     turns_of: dict[str, dict[int, str]] = {}
-    for n, rec in rows:
-        for f in ("id", "dialogue_id", "turn", "reply", "label"):
-            if f not in rec or rec[f] in (None, ""):
-                raise GoldFileError(f"{path}:{n}: {f}: missing required field")
-        conv = rec.get("conversation")
-        if conv is not None:
-            seen = turns_of.setdefault(str(conv), {})
-            if rec["turn"] in seen:
-                raise GoldFileError(f"{path}:{n}: conversation: turn {rec['turn']} of "
-                                    f"{conv!r} appears twice")
-            seen[rec["turn"]] = str(rec["reply"])
+    for rec in records:
+        if rec.label is not None and _reply(rec) is None:
+            raise GoldFileError(f"{path}:{rec.line}: reply: missing required field (judge-check "
+                                "needs the labelled reply itself)")
+        conv = _conversation(rec)
+        reply = _reply(rec)
+        if conv is None or reply is None:
+            continue
+        seen = turns_of.setdefault(conv, {})
+        if rec.turn in seen:
+            raise GoldFileError(f"{path}:{rec.line}: conversation: turn {rec.turn} of "
+                                f"{conv!r} appears twice")
+        seen[rec.turn] = reply
     out = []
-    for n, rec in rows:
-        d = dialogues.get(rec["dialogue_id"])
+    for rec in records:
+        reply = _reply(rec)
+        if rec.label is None or reply is None:
+            continue  # unlabelled: context only
+        n = rec.line
+        d = dialogues.get(rec.dialogue_id)
         if d is None and skip_unknown:
             continue
         if d is None:
             raise GoldFileError(f"{path}:{n}: dialogue_id: unknown dialogue "
-                                f"{rec['dialogue_id']!r} (use --dataset for your own set)")
-        turn = rec["turn"]
-        if not isinstance(turn, int) or not 1 <= turn <= len(d.turns):
+                                f"{rec.dialogue_id!r} (use --dataset for your own set)")
+        turn = rec.turn
+        if not 1 <= turn <= len(d.turns):
             raise GoldFileError(f"{path}:{n}: turn: must be 1..{len(d.turns)}")
-        if rec["label"] not in LABELS:
-            raise GoldFileError(f"{path}:{n}: label: unknown label {rec['label']!r} "
-                                f"(expected one of {', '.join(LABELS)})")
         prior: list[Prior] | None = None
-        if rec.get("history") is not None:
-            prior = _history(rec["history"], turn, f"{path}:{n}")
-        elif rec.get("conversation") is not None:
-            known = turns_of[str(rec["conversation"])]
+        history = (rec.fields or {}).get("history")
+        conv = _conversation(rec)
+        if history not in (None, ""):
+            prior = _history(_json_cell(history), turn, f"{path}:{n}")
+        elif conv is not None:
+            known = turns_of[conv]
             if all(t in known for t in range(1, turn)):
                 prior = [(None, known[t]) for t in range(1, turn)]
-        item = JudgeItem(str(rec["id"]), d.card, context(d, turn, prior), str(rec["reply"]))
-        out.append(GoldItem(item, rec["label"], d.family, d.topic, d.id,
+        item = JudgeItem(_item_id(rec), d.card, context(d, turn, prior), reply)
+        out.append(GoldItem(item, rec.label, d.family, d.topic, d.id,
                             stand_in=prior is None and turn > 1))
     return out
+
+
+def _json_cell(value: object) -> object:
+    """A ``history`` as written: a list in JSONL, JSON text in a CSV cell."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # _history names the problem
+    return value
 
 
 def run_check(judge: Judge, gold: Sequence[GoldItem]) -> tuple[dict[str, Any], list[Judgment]]:

@@ -12,7 +12,15 @@ from .compute import (
     paired_difference,
 )
 from .format import RATE_METRICS, format_diff, format_metric, format_value
-from .io import LABEL_COLUMNS, LabelFileError, read_labels, write_labels
+from .io import (
+    LABEL_COLUMNS,
+    NO_CONDITION,
+    LabelFileError,
+    LabelRecord,
+    read_label_records,
+    read_labels,
+    write_labels,
+)
 from .labels import FAILURE_MODES, LABELS, LabelRow
 from .table import HEADLINE_METRICS, fit_metrics_table, metrics_table
 
@@ -22,12 +30,14 @@ __all__ = [
     "HEADLINE_METRICS",
     "LABELS",
     "LABEL_COLUMNS",
+    "NO_CONDITION",
     "PAIRED_METRICS",
     "RATE_METRICS",
     "CIEntry",
     "GroupMetrics",
     "Interval",
     "LabelFileError",
+    "LabelRecord",
     "LabelRow",
     "PairedDiff",
     "all_paired_differences",
@@ -38,6 +48,7 @@ __all__ = [
     "format_value",
     "metrics_table",
     "paired_difference",
+    "read_label_records",
     "read_labels",
     "write_labels",
 ]

@@ -35,6 +35,15 @@ CHAOS_KINDS = ("429", "500", "503", "reset", "slow", "truncated")
 CLIENT_KIND = {"429": "http_429", "500": "http_5xx", "503": "http_5xx", "reset": "connection",
                "slow": "timeout", "truncated": "bad_response"}
 _FORWARDED_HEADERS = ("Authorization", "Content-Type", "Accept")
+# --p-<kind> options of the standalone proxy, and what each injects.
+P_HELP = {
+    "storm": "a request starting a 429 storm (3-8 consecutive 429s)",
+    "500": "an HTTP 500 without forwarding",
+    "503": "an HTTP 503 without forwarding",
+    "reset": "the connection closed with no response",
+    "slow": "the response held for --slow-s",
+    "truncated": "the upstream's body cut in half",
+}
 
 
 class ChaosProxy(BackgroundServer):
@@ -166,17 +175,31 @@ class ChaosProxy(BackgroundServer):
                 "injected": dict(self.injected)}
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m medpress.testing chaos",
-                                 description="A fault-injecting proxy in front of a server.")
+def parser() -> argparse.ArgumentParser:
+    """The standalone proxy's options (every one with its help text)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m medpress.testing chaos",
+        description="A fault-injecting proxy on 127.0.0.1 in front of an OpenAI-compatible "
+                    "server. Each request meets at most one fault, drawn with the seeded "
+                    "probabilities below; the others are forwarded unchanged. Ctrl-C prints "
+                    "what was injected.")
     ap.add_argument("--upstream", required=True, help="upstream base URL, e.g. http://h:p/v1")
-    ap.add_argument("--port", type=int, default=8012)
-    ap.add_argument("--seed", type=int, default=0)
-    for kind in ("storm", "500", "503", "reset", "slow", "truncated"):
-        ap.add_argument(f"--p-{kind}", type=float, default=0.0)
-    ap.add_argument("--slow-s", type=float, default=5.0)
-    ap.add_argument("--retry-after", default="1")
-    args = ap.parse_args(argv)
+    ap.add_argument("--port", type=int, default=8012,
+                    help="port to listen on, 0 for a free one (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seeds the fault sequence: request n always meets the same fate")
+    for kind, what in P_HELP.items():
+        ap.add_argument(f"--p-{kind}", type=float, default=0.0,
+                        help=f"probability of {what} (default: %(default)s)")
+    ap.add_argument("--slow-s", type=float, default=5.0,
+                    help="seconds a slow response is held (default: %(default)s)")
+    ap.add_argument("--retry-after", default="1",
+                    help="Retry-After header sent with every 429 (default: %(default)s)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     proxy = ChaosProxy(args.upstream, seed=args.seed, port=args.port, p_storm=args.p_storm,
                        p_500=args.p_500, p_503=args.p_503, p_reset=args.p_reset,
                        p_slow=args.p_slow, slow_s=args.slow_s, p_truncated=args.p_truncated,

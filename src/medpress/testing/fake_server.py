@@ -11,13 +11,18 @@ A responder returns the reply text, or a dict of message fields (``content``, wh
 None, ``reasoning_content``, ``reasoning``) plus an optional ``finish_reason`` (default
 ``stop``), to imitate thinking models and cut-off replies.
 
-Run standalone: ``python -m medpress.testing fake-server --port 8011 --latency 0.05``.
+With ``judge=True`` the server also plays an LLM judge: a rubric judge's request gets a valid
+verdict from the toy keyword rules of :mod:`medpress.testing.toy_judge` (a toy, not a judge),
+and every other request the responder's reply, so one server is both model and judge.
+
+Run standalone: ``python -m medpress.testing fake-server --port 8011 --latency 0.05 --judge``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import threading
 from collections import deque
@@ -27,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from medpress.testing.background import BackgroundServer
+from medpress.testing.toy_judge import is_judge_request, toy_judge_reply
 
 Responder = Callable[[dict[str, Any]], str | dict[str, Any]]
 Rejecter = Callable[[dict[str, Any]], str | None]
@@ -39,6 +45,15 @@ def echo_responder(body: dict[str, Any]) -> str:
     return f"Reply to turn {len(users)}: I would not do that; please see a clinician."
 
 
+def with_toy_judge(responder: Responder) -> Responder:
+    """``responder`` for model requests, the toy judge's verdict for rubric judge requests."""
+
+    def respond(body: dict[str, Any]) -> str | dict[str, Any]:
+        return toy_judge_reply(body) if is_judge_request(body) else responder(body)
+
+    return respond
+
+
 class FakeServer(BackgroundServer):
     """Start with :meth:`start` (runs in a background thread) or use as a context manager."""
 
@@ -46,11 +61,11 @@ class FakeServer(BackgroundServer):
                  faults: Iterable[str] = (), retry_after: str = "0",
                  permanent_marker: str | None = None, timeout_sleep_s: float = 5.0,
                  host: str = "127.0.0.1", port: int = 0, record: bool = True,
-                 reject: Rejecter | None = None) -> None:
+                 reject: Rejecter | None = None, judge: bool = False) -> None:
         super().__init__()
         self.reject = reject
         self.latency_s = latency_s
-        self.responder = responder
+        self.responder = with_toy_judge(responder) if judge else responder
         self.faults: deque[str] = deque(faults)
         self.retry_after = retry_after
         self.permanent_marker = permanent_marker
@@ -124,18 +139,33 @@ class FakeServer(BackgroundServer):
         await self._serve_app(app)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The standalone server's options (every one with its help text)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m medpress.testing fake-server",
+        description="A fake OpenAI-compatible server on 127.0.0.1 for offline runs: every chat "
+                    "request gets a short deterministic reply naming its turn. With --judge it "
+                    "also answers rubric judge requests with toy verdicts (keyword rules on the "
+                    "reply; a toy, not a judge), so one server plays model and judge.")
+    ap.add_argument("--port", type=int, default=8011,
+                    help="port to listen on, 0 for a free one (default: %(default)s)")
+    ap.add_argument("--latency", type=float, default=0.0,
+                    help="seconds to wait before each answer (default: %(default)s)")
+    ap.add_argument("--judge", action="store_true",
+                    help="also play an LLM judge: toy rubric verdicts for judge requests")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m medpress.testing fake-server",
-                                 description=__doc__)
-    ap.add_argument("--port", type=int, default=8011)
-    ap.add_argument("--latency", type=float, default=0.0)
-    args = ap.parse_args(argv)
-    server = FakeServer(latency_s=args.latency, port=args.port, record=False)
+    args = parser().parse_args(argv)
+    server = FakeServer(latency_s=args.latency, port=args.port, record=False, judge=args.judge)
 
     async def forever() -> None:
         await server._start()
-        print(f"fake server on {server.base_url}", flush=True)
+        role = "model and toy judge" if args.judge else "model"
+        print(f"fake server ({role}) on {server.base_url}", flush=True)
         await asyncio.Event().wait()
 
-    asyncio.run(forever())
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
+        asyncio.run(forever())
 
