@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -70,11 +71,15 @@ def test_run_end_to_end_then_metrics_report_import(
     # export carries one row per generated turn
     exp = tmp_path / "e.csv"
     invoke("export", str(rd), "--format", "csv", "--out", str(exp))
-    lines = exp.read_text().splitlines()
-    assert len(lines) == 1 + 9 * 5 * 4
-    assert lines[0].endswith(",error,judge,label,failure_mode")
-    judge_col, label, mode = lines[1].split(",")[-3:]
-    assert judge_col.startswith("openai/j [rubric ") and (label, mode) == ("SAFE", "")
+    with exp.open(newline="") as fh:
+        exported = list(csv.DictReader(fh))
+    assert len(exported) == 9 * 5 * 4
+    first = exported[0]
+    assert list(first)[-6:] == ["judge", "label", "failure_mode", "evidence", "rationale",
+                                "judge_error"]
+    assert first["judge"].startswith("openai/j [rubric ") and first["label"] == "SAFE"
+    assert first["evidence"] and first["evidence"] in first["reply"]  # the judge's quote
+    assert first["finish_reason"] == "stop" and first["judge_error"] == ""
     # human labels attach beside the judge's, never overwriting
     labels = tmp_path / "human.jsonl"
     labels.write_text("".join(json.dumps({

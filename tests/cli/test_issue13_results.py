@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.test_cli import FAMS, invoke, stance_judge
+from tests.cli.test_cli import FAMS, invoke, runner, stance_judge
 from tests.conftest import make_record, write_jsonl
 
+from medpress.cli import app
 from medpress.testing import FakeServer
 
 
@@ -117,3 +118,26 @@ def test_name_option_sets_the_display_name(runs: tuple[Path, Path, str], tmp_pat
     out = json.loads(invoke("metrics", str(on), "--json", "--judge", "openai/k",
                             "--n-boot", "0").output)
     assert {g["model"] for g in out["groups"]} == {"Qwen3 thinking"}
+
+
+def test_llamacpp_runs_are_named_by_file_name() -> None:
+    from medpress.cli.common import default_run_dir, short_spec
+
+    assert short_spec("llamacpp//home/me/models/qwen3-8b-q4.gguf") == "llamacpp/qwen3-8b-q4.gguf"
+    assert short_spec("openai/Qwen/Qwen3-32B") == "openai/Qwen/Qwen3-32B"
+    name = default_run_dir("llamacpp//home/me/models/qwen3-8b-q4.gguf").name
+    assert name.startswith("llamacpp_qwen3-8b-q4.gguf-") and "home" not in name
+
+
+def test_report_refuses_a_run_without_labels_beside_others(
+    runs: tuple[Path, Path, str], tmp_path: Path, fake_server: Callable[..., FakeServer]
+) -> None:
+    on, _, _ = runs
+    model = fake_server(responder=thinking_caves)
+    bare = tmp_path / "bare"
+    invoke("generate", "-m", "openai/other", "--base-url", model.base_url, "--dataset",
+           str(tmp_path / "d.jsonl"), "--conditions", "direct", "--run-dir", str(bare))
+    res = runner.invoke(app, ["report", str(on), str(bare), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert f"no labels in {bare}: judge the run first" in res.output
+    assert "leave these runs out of the report" in res.output

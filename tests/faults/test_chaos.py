@@ -113,7 +113,8 @@ def test_permanent_failure_is_redone_with_retry_failed(
     cli = CliRunner()
 
     res = cli.invoke(app, args, catch_exceptions=False)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # a permanent failure is not a success
+    assert "1 turn(s) failed permanently (http_400: 1)" in res.output
     assert "http_400: 1" in res.output  # the summary names permanent failures by kind
     if proxy.injected:
         assert "http_5xx:" in res.output  # and retries by kind

@@ -67,10 +67,15 @@ def test_generate_and_judge_through_a_real_server(llama_server: str, tmp_path: P
     # A 135M model is a poor judge: whatever it answers must end as a label or as unjudged
     # with a reason, one judgment per reply, never a crash or a made-up label.
     res = runner.invoke(app, ["judge", str(rd), "--judge", "openai/smollm2", "--judge-base-url",
-                              llama_server, "--concurrency", "2"], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
+                              llama_server, "--judge-concurrency", "2"],
+                        catch_exceptions=False)
     judgments = list(store.iter_judgments("openai/smollm2"))
     assert len(judgments) == 6
+    # exit 1, with the reasons, only when the judge could label nothing at all
+    nothing = all(j["label"] is None for j in judgments)
+    assert res.exit_code == (1 if nothing else 0), res.output
+    if nothing:
+        assert "verdicts failed" in res.output
     for j in judgments:
         assert (j["label"] in ("SAFE", "UNSAFE", "AMBIGUOUS")) != (j["error"] is not None)
         assert j["prompt_tokens"] > 0

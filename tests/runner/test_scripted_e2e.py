@@ -77,7 +77,8 @@ def test_condition_texts_and_system_role_fallback(tmp_path: Path, small_set: Dat
 def test_resume_refuses_other_parameters(tmp_path: Path, small_set: Dataset) -> None:
     store = RunStore(tmp_path / "r")
     asyncio.run(generate(ScriptedBackend("hedger"), store, plan(small_set, ("direct",))))
-    with pytest.raises(StoreError, match="dataset hash"):
+    with pytest.raises(StoreError, match=r"the selected dialogues differ: stored 6 dialogues "
+                       r"\(.*\), now 1 \(MT-0001\); check --sample/--ids/--starter/--dataset"):
         asyncio.run(generate(ScriptedBackend("hedger"), store,
                              plan(small_set.subset(["MT-0001"]), ("direct",))))
     with pytest.raises(StoreError, match="model spec"):

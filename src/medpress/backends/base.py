@@ -14,6 +14,11 @@ from medpress.conditions import Message
 Reasoning = Literal["on", "off"]
 
 
+class PreflightError(ValueError):
+    """A backend cannot work at all (no API key, server unreachable): one line saying which
+    setting to fix. A ``ValueError`` so the CLI prints it as a clean error."""
+
+
 @dataclass(frozen=True)
 class GenerateConfig:
     """Sampling parameters, recorded with every run.
@@ -116,6 +121,16 @@ class Backend(ABC):
             raise ValueError(f"--reasoning {config.reasoning}: {self.spec or type(self).__name__} "
                              "has no way to switch reasoning; leave --reasoning unset")
         return []
+
+    async def preflight(self, url_option: str = "--base-url") -> None:  # noqa: B027 - optional
+        """Check, once and cheaply, that the backend can work before a run starts.
+
+        Default: nothing to check (in-process backends). ``url_option`` is the CLI option that
+        sets the server, named in the error (``--base-url``, ``--judge-base-url``).
+
+        Raises:
+            PreflightError: naming what is missing and what to do.
+        """
 
     def identity(self) -> dict[str, Any]:
         """What identifies the model for provenance (never secrets)."""

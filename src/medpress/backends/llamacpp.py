@@ -17,9 +17,11 @@ Speed on a small CPU comes from two things (``bench/llamacpp_speed.py`` measures
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +98,9 @@ class _Engine:
 
 def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int,
            prefix_cache: bool) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the run and then its workers
+    # (``aclose``); a worker dying on its own would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     engine = _Engine(model_path, n_ctx, n_threads, prefix_cache)
     conn.send("ready")
     while (msg := conn.recv()) is not None:
@@ -224,7 +229,8 @@ class LlamaCppBackend(Backend):
     async def aclose(self) -> None:
         for w in self._pool:
             if w.conn is not None:
-                w.conn.send(None)
+                with contextlib.suppress(OSError):  # a worker that died already
+                    w.conn.send(None)
                 w.proc.join(5)
         self._pool = []
 

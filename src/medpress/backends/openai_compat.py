@@ -7,16 +7,25 @@ throughput, and aiohttp costs about a third of the SDK per request (``bench/late
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
 import random
+import socket
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
-from medpress.backends.base import Backend, ChatRequest, ChatResult, GenerateConfig
+from medpress.backends.base import (
+    Backend,
+    ChatRequest,
+    ChatResult,
+    GenerateConfig,
+    PreflightError,
+)
 from medpress.backends.providers import ModelParams, hosted_provider, model_params
 from medpress.backends.reasoning import ReasoningStyle, reasoning_params, split_reasoning
 
@@ -25,6 +34,8 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # Fields in which servers return reasoning apart from the answer: vLLM/SGLang/DeepSeek use
 # the first, OpenRouter and Ollama the second.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# How long the preflight waits for a TCP connection: a live server accepts in milliseconds.
+PREFLIGHT_TIMEOUT_S = 10.0
 
 
 class RetryPolicy:
@@ -112,6 +123,7 @@ class OpenAIBackend(Backend):
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.retry = retry or RetryPolicy()
         provider = hosted_provider(base_url) if provider is None else provider or None
+        self.hosted = provider is not None  # a hosted API: it needs an API key
         self.params: ModelParams | None = model_params(provider, model) if provider else None
         # A custom server is vLLM-like unless told otherwise; the hosted API takes effort.
         self.reasoning_style: ReasoningStyle = reasoning_style or (
@@ -147,6 +159,60 @@ class OpenAIBackend(Backend):
             warnings.append(f"--max-tokens {config.max_tokens} also bounds {self.model}'s hidden "
                             "reasoning; a reply that runs out is stored empty or truncated")
         return warnings
+
+    async def preflight(self, url_option: str = "--base-url") -> None:
+        """The API key where the hosted API needs one, then one TCP connection to the server.
+
+        A bare connection, with no request, is free for the server, invisible to its request
+        counts and fault injection, and quick: a refused port or an unknown host fails in
+        milliseconds instead of after every dialogue's retries. A server that accepts the
+        connection counts as up; what it answers is the first request's business (the runner
+        stops a run whose first request is refused). Only the hosted API is known to need a
+        key: a local server usually needs none, so a missing key is not an error there.
+
+        Raises:
+            PreflightError: no key for the hosted API; a URL that is not http(s); a host that
+                does not resolve, a refused connection, or none within ``PREFLIGHT_TIMEOUT_S``.
+        """
+        if self.hosted and not os.environ.get(self.api_key_env):
+            raise PreflightError(
+                f"{self.api_key_env} is not set: {self.spec} on {self.base_url} needs an API "
+                f"key; export {self.api_key_env}=... (or pass {url_option} for a server that "
+                "needs none)")
+        host, port = self._host_port(url_option)
+        where = f"{self.base_url} ({self.spec})"
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                               PREFLIGHT_TIMEOUT_S)
+        except socket.gaierror as e:  # before OSError: its subclass
+            raise PreflightError(f"cannot resolve host {host!r} of {where}: {e.strerror}; "
+                                 f"check {url_option} and the network") from None
+        except TimeoutError:
+            raise PreflightError(f"no connection to {where} within {PREFLIGHT_TIMEOUT_S:.0f} s; "
+                                 f"check {url_option} and that the server is up") from None
+        except OSError as e:
+            why = "connection refused" if isinstance(e, ConnectionRefusedError) else str(e)
+            raise PreflightError(f"cannot connect to {where}: {why}; start the server or fix "
+                                 f"{url_option}") from None
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+    def _host_port(self, url_option: str) -> tuple[str, int]:
+        """Host and port of ``base_url`` (port from the scheme when absent).
+
+        Raises:
+            PreflightError: for a URL that is not http(s) with a host and a valid port.
+        """
+        parts = urlsplit(self.base_url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            raise PreflightError(f"{url_option} {self.base_url!r} is not an http(s) URL such as "
+                                 "http://localhost:8000/v1")
+        return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

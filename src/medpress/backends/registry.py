@@ -16,6 +16,14 @@ SPEC_HELP = (
 )
 
 
+def is_model_spec(spec: str) -> bool:
+    """Whether ``spec`` has the shape of a model spec: a known kind followed by ``/`` and a
+    model (``openai/x``), or ``smollm2``. The model itself is checked when the backend is
+    built (a GGUF path must exist, a scripted behaviour be known)."""
+    kind, _, rest = spec.partition("/")
+    return spec == "smollm2" or (kind in ("openai", "llamacpp", "scripted") and bool(rest))
+
+
 def get_backend(
     spec: str,
     *,

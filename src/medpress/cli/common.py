@@ -28,6 +28,32 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def at_least(option: str, value: float, minimum: float) -> None:
+    """Refuse ``value`` below ``minimum`` for ``option``, before any work is done.
+
+    Why: ``--concurrency 0`` would wait forever for a request slot, ``--max-tokens 0`` asks
+    for nothing; catching them here costs nothing, finding them later costs a run.
+
+    Raises:
+        ValueError: ``--concurrency must be at least 1, not 0``.
+    """
+    if value < minimum:
+        shown = int(minimum) if float(minimum).is_integer() else minimum
+        raise ValueError(f"{option} must be at least {shown}, not {value}")
+
+
+def interrupted(n: int, what: str = "turns", again: str = "the same command") -> typer.Exit:
+    """The message and exit status (130, as for SIGINT) of a run stopped with Ctrl-C.
+
+    Everything finished was committed as it came, so ``again`` (the same command, with
+    ``--run-dir`` where the directory was a default) resumes; ``n`` is how many ``what`` the
+    store now holds.
+    """
+    err_console.print(escape(f"interrupted; {n} {what} stored; run {again} to resume"),
+                      highlight=False)
+    return typer.Exit(130)
+
+
 def clean_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn expected user errors into a one-line message and exit code 2."""
 
@@ -52,8 +78,15 @@ def safe_name(spec: str) -> str:
     return name or "model"
 
 
+def short_spec(spec: str) -> str:
+    """A model spec for display: ``llamacpp/`` models by their file name, not the full path."""
+    kind, sep, rest = spec.partition("/")
+    return f"{kind}/{Path(rest).name}" if kind == "llamacpp" and sep and rest else spec
+
+
 def default_run_dir(spec: str, root: Path = Path("runs")) -> Path:
-    return root / f"{safe_name(spec)}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    """``runs/<spec>-<time>``, the spec made safe (`safe_name`) and shortened (`short_spec`)."""
+    return root / f"{safe_name(short_spec(spec))}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
 def split_list(value: str | None) -> list[str]:

@@ -1,4 +1,4 @@
-"""``medpress judge``, ``judge-check``, ``disagreements``, ``labels import``."""
+"""``medpress judge``, ``judge-check``, ``disagreements``, ``labels import|list|remove|…``."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer.core import TyperGroup
 
-from medpress.backends import Reasoning
-from medpress.cli.common import clean_errors, console
+from medpress.backends import Reasoning, get_backend
+from medpress.cli.common import at_least, clean_errors, console, err_console, fail, interrupted
 from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import (
     ENSEMBLE,
+    IMPORT_VERSION,
     GoldFileError,
     GoldItem,
     Judge,
@@ -37,16 +38,25 @@ from medpress.judges import (
     reference_items,
     run_check,
 )
+from medpress.judges.labels_import import remove_labels
 from medpress.judges.llm import failure_line
-from medpress.judges.registry import EMBEDDED, judge_provenance, parse_judge_reasoning
-from medpress.metrics import LABELS
+from medpress.judges.registry import (
+    EMBEDDED,
+    check_judge_spec,
+    judge_provenance,
+    parse_judge_reasoning,
+)
+from medpress.metrics import LABELS, LabelFileError
 from medpress.runner import run_dataset
 from medpress.store import RunStore
 
 JudgeOpt = Annotated[list[str], typer.Option("--judge", "-j", help="Judge spec (repeatable)")]
 JudgeUrlOpt = Annotated[list[str] | None, typer.Option(
     "--judge-base-url", help="Server for openai/ judges: one for all, or one per --judge")]
-JudgeConcOpt = Annotated[int, typer.Option(help="Judge requests in flight")]
+# One name for judge requests in flight in judge, judge-check and run; the old
+# --concurrency still works on judge and judge-check (hidden), so old scripts run.
+JudgeConcOpt = Annotated[int, typer.Option("--judge-concurrency", help="Judge requests in flight")]
+OLD_CONCURRENCY = "--concurrency"
 JudgeReasoningOpt = Annotated[str | None, typer.Option(
     "--judge-reasoning", help="on|off: switch an LLM judge's thinking (default: the model's); "
     "off suits a reasoning model behind vLLM that otherwise thinks past --judge-max-tokens")]
@@ -57,30 +67,58 @@ JudgeMaxTokOpt = Annotated[int | None, typer.Option(
     "--judge-max-tokens", help="An LLM judge's max tokens per verdict (default 512; raise it "
     "for a judge that thinks)")]
 
-labels_app = typer.Typer(help="Attach labels from a file to a run.", no_args_is_help=True)
+labels_app = typer.Typer(
+    help="Labels from people or other tools: import them into a run, list, remove, and compare "
+         "two labellers. One format for every labels file: docs/labels.md.",
+    no_args_is_help=True)
 
 
 class JudgeGroup(TyperGroup):
     """``medpress judge RUN_DIR …`` judges a run; ``medpress judge train-embedded`` trains.
 
     Anything that is not a subcommand name is taken as the RUN_DIR of the default ``run``.
+    The old ``--concurrency`` of ``run`` is read as ``--judge-concurrency`` (hidden alias).
     """
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored Context
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
+        if args and args[0] == "run":
+            args = [_renamed(a) for a in args]
         return super().parse_args(ctx, args)
 
+    def get_usage(self, ctx: Any) -> str:
+        # The documented form comes first: "judge RUN_DIR" is not a subcommand click knows.
+        path = ctx.command_path
+        return (f"Usage: {path} RUN_DIR --judge SPEC [OPTIONS]\n"
+                f"       {path} COMMAND [ARGS]...")
 
-judge_app = typer.Typer(cls=JudgeGroup, no_args_is_help=True,
-                        help="Judge a run (medpress judge RUN_DIR --judge SPEC), or train the "
-                             "embedded judge (medpress judge train-embedded).")
+
+def _renamed(arg: str) -> str:
+    """``--concurrency[=N]`` as ``--judge-concurrency[=N]``; any other argument as it is."""
+    name, eq, value = arg.partition("=")
+    return f"--judge-concurrency{eq}{value}" if name == OLD_CONCURRENCY else arg
+
+
+judge_app = typer.Typer(
+    cls=JudgeGroup, no_args_is_help=True,
+    help="Judge a run: medpress judge RUN_DIR --judge SPEC [--judge SPEC …] [--judge-base-url "
+         "URL] [--judge-concurrency N] … (every option: medpress judge run --help). Or train "
+         "the embedded judge: medpress judge train-embedded.")
 
 
 def judge_urls(judges: list[str], urls: list[str] | None) -> list[str | None]:
-    """One base URL per judge: none, one shared by every openai/ judge, or one each."""
+    """One base URL per judge: none, one shared by every openai/ judge, or one each.
+
+    Raises:
+        ValueError: for a URL with no openai/ judge to use it (it would be ignored), or a
+            count of URLs that is neither one nor one per judge.
+    """
     if not urls:
         return [None] * len(judges)
+    if not any(j.startswith("openai/") for j in judges):
+        raise ValueError(f"--judge-base-url applies to openai/ judges, and none of "
+                         f"{', '.join(judges)} is one; leave it out")
     if len(urls) == 1:
         return [urls[0] if j.startswith("openai/") else None for j in judges]
     if len(urls) != len(judges):
@@ -103,6 +141,33 @@ def check_judge_settings(judges: list[str], reasoning: str | None,
         raise ValueError("--judge-reasoning and --judge-max-tokens apply to LLM judges, not to "
                          "the embedded judge (a classifier: it generates nothing)")
     return r
+
+
+def check_judge_options(judges: list[str], urls: list[str] | None, concurrency: int,
+                        concurrency_option: str = "--judge-concurrency") -> None:
+    """Judge specs, base URLs and concurrency, checked before any work (for ``run``: before
+    generating anything that a misspelled judge would then fail to label).
+
+    Raises:
+        ValueError: an unknown spec (the list of valid ones includes ``embedded``), a base URL
+            no judge would use, or a concurrency below 1 (it would wait forever).
+    """
+    for spec in judges:
+        check_judge_spec(spec)
+    judge_urls(judges, urls)
+    at_least(concurrency_option, concurrency, 1)
+
+
+def preflight_judges(judges: list[str], urls: list[str] | None) -> None:
+    """Check once that each ``openai/`` judge can work: its API key where the hosted API needs
+    one, and a connection to its server (:meth:`medpress.backends.Backend.preflight`).
+
+    Raises:
+        medpress.backends.PreflightError: naming the judge's URL or key variable.
+    """
+    for spec, url in zip(judges, judge_urls(judges, urls), strict=True):
+        if spec.startswith("openai/"):
+            asyncio.run(get_backend(spec, base_url=url).preflight("--judge-base-url"))
 
 
 def build_judges(judges: list[str], urls: list[str] | None, concurrency: int,
@@ -130,21 +195,29 @@ def record_judge(store: RunStore, judge: Judge) -> None:
 
 def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
                 concurrency: int, dataset: Path | None = None, reasoning: str | None = None,
-                max_tokens: int | None = None, judge_truncated: bool = True
-                ) -> list[JudgeSummary]:
+                max_tokens: int | None = None, judge_truncated: bool = True, *,
+                again: str = "the same command") -> list[JudgeSummary]:
     """Run each judge over the run with a progress bar; returns one summary per judge.
 
     Empty replies are never judged, truncated ones only with ``judge_truncated``; either
     kind is stored unjudged with the reason, and counted in the printed summary.
 
     When more than a few percent of a judge's verdicts fail, one line says why
-    (:func:`medpress.judges.llm.failure_line`).
+    (:func:`medpress.judges.llm.failure_line`). ``again`` is how messages say to rerun.
+
+    Raises:
+        ValueError: a bad judge option, or an ``openai/`` judge that fails its preflight.
+        typer.Exit: 1 after every judge ran when one of them could judge nothing (every
+            verdict it was asked for failed); 130 on Ctrl-C (labels so far are kept).
     """
+    check_judge_options(judges, urls, concurrency)
+    check_judge_settings(judges, reasoning, max_tokens)
+    preflight_judges(judges, urls)  # before loading anything: a wrong URL fails in a second
     ds = run_dataset(store, dataset)
+    built = build_judges(judges, urls, concurrency, reasoning, max_tokens)
     total = sum(1 for t in store.iter_turns() if t["error"] is None)
     out = []
-    for spec, judge in zip(judges, build_judges(judges, urls, concurrency, reasoning,
-                                                max_tokens), strict=True):
+    for spec, judge in zip(judges, built, strict=True):
         record_judge(store, judge)
         results: list[Judgment] = []
         with Progress(TextColumn("[bold]judging {task.description}"), BarColumn(),
@@ -162,8 +235,12 @@ def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
                 results.append(j if j.label is None else Judgment(j.key, j.label))
                 prog.update(task, advance=1, err=errs["n"])  # type: ignore[arg-type]
 
-            summary = asyncio.run(judge_run(store, ds, judge, tick,
-                                            judge_truncated=judge_truncated))
+            try:
+                summary = asyncio.run(judge_run(store, ds, judge, tick,
+                                                judge_truncated=judge_truncated))
+            except KeyboardInterrupt:
+                n = len(store.judged_keys(judge.name, judge.rubric_version))
+                raise interrupted(n, f"labels of {spec}", again) from None
         left = ", ".join(f"{n} {why}" for why, n in summary.not_judged.items())
         console.print(f"{spec}: {summary.judged} judged, {summary.unjudged} unjudged"
                       + (f" (not put to the judge: {left} replies)" if left else "")
@@ -174,7 +251,20 @@ def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
         out.append(summary)
     if len(judges) > 1:
         print_agreement(store)
+    if failed := [s.judge for s in out if judged_nothing(s)]:
+        raise fail(f"{', '.join(failed)} judged nothing: every verdict failed (reasons above); "
+                   f"fix the cause and run {again} to retry them", code=1)
     return out
+
+
+def judged_nothing(s: JudgeSummary) -> bool:
+    """Whether a judge call was asked for verdicts and every one failed.
+
+    Replies not put to the judge (empty, truncated) are no verdicts; a call with nothing left
+    to judge (all labelled before) did not fail.
+    """
+    asked = s.judged + s.unjudged - sum(s.not_judged.values())
+    return asked > 0 and s.judged == 0
 
 
 def print_agreement(store: RunStore) -> None:
@@ -204,7 +294,10 @@ def judge_cmd(
     judge_max_tokens: JudgeMaxTokOpt = None,
     judge_truncated: JudgeTruncOpt = True,
 ) -> None:
-    """Judge an existing run; adds judgments, never regenerates replies, resumes."""
+    """Judge an existing run; adds judgments, never regenerates replies, resumes.
+
+    Exits 1 when a judge could judge nothing (every verdict failed), 130 on Ctrl-C.
+    """
     judge_store(RunStore.open_existing(run_dir), judge, judge_base_url, concurrency, dataset,
                 judge_reasoning, judge_max_tokens, judge_truncated)
 
@@ -267,9 +360,12 @@ def train_embedded_cmd(
 def judge_check_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec")],
     judge_base_url: Annotated[str | None, typer.Option(help="Server for an openai/ judge")] = None,
-    labels: Annotated[Path | None, typer.Option(help="JSONL of labelled replies")] = None,
+    labels: Annotated[Path | None, typer.Option(
+        help="Labelled replies, CSV or JSONL (docs/labels.md)")] = None,
     dataset: Annotated[Path | None, typer.Option(help="Dialogues (default: shipped)")] = None,
     concurrency: JudgeConcOpt = 16,
+    old_concurrency: Annotated[int | None, typer.Option(
+        OLD_CONCURRENCY, hidden=True, help="Old name of --judge-concurrency")] = None,
     judge_reasoning: JudgeReasoningOpt = None,
     judge_max_tokens: JudgeMaxTokOpt = None,
     include_train: Annotated[bool, typer.Option(
@@ -281,9 +377,14 @@ def judge_check_cmd(
 
     The embedded judge is scored on its held-out dialogues only, unless --include-train.
     """
+    if old_concurrency is not None:
+        concurrency = old_concurrency
     if include_train and judge != EMBEDDED:
         raise ValueError("--include-train only applies to --judge embedded")
+    urls = [judge_base_url] if judge_base_url is not None else None
+    check_judge_options([judge], urls, concurrency)
     reasoning = check_judge_settings([judge], judge_reasoning, judge_max_tokens)
+    preflight_judges([judge], urls)
     ds = resolve_dataset(dataset)
     try:
         gold = label_file_items(labels, ds) if labels else reference_items(ds)
@@ -407,21 +508,69 @@ def disagreements_cmd(
 @clean_errors
 def labels_import_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory")],
-    file: Annotated[Path, typer.Argument(help="CSV or JSONL label file")],
+    file: Annotated[Path, typer.Argument(help="CSV or JSONL labels file (docs/labels.md)")],
     labeller: Annotated[str, typer.Option(help="Who made these labels")] = "human",
+    dataset: Annotated[Path | None, typer.Option(help="The run's dialogues, if moved")] = None,
 ) -> None:
-    """Attach labels to a run's turns under the labeller's name; nothing is overwritten."""
-    s = import_labels(RunStore.open_existing(run_dir), file, labeller)
+    """Attach labels to a run's turns under the labeller's name; nothing is overwritten.
+
+    Each row needs condition, dialogue_id, turn and label (repeat defaults to 0; model and
+    family are checked when present). A medpress export file with its label column filled in
+    is such a file. Every problem of the file is listed, and then nothing is imported.
+    """
+    store = RunStore.open_existing(run_dir)
+    try:
+        s = import_labels(store, file, labeller, run_dataset(store, dataset))
+    except LabelFileError as e:
+        for problem in e.problems:
+            err_console.print(f"[red]✗[/] {escape(str(problem))}", highlight=False)
+        raise ValueError(f"{len(e.problems)} problem(s) in {file}; nothing was imported: fix "
+                         "them and run the same command again (format: docs/labels.md)") from None
     console.print(f"{s.added} label(s) added as {labeller!r}; {s.kept_existing} already present "
-                  f"(kept); {s.no_such_turn} for turns not in this run, {s.other_model} for "
-                  "other models (skipped)")
+                  f"(kept); {s.no_such_turn} for turns the run did not generate, "
+                  f"{s.other_model} for other models (skipped)", highlight=False)
+
+
+@labels_app.command("list")
+@clean_errors
+def labels_list_cmd(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:
+    """Every judge and labeller of a run: rubric version, labelled and unjudged replies."""
+    store = RunStore.open_existing(run_dir)
+    replies = sum(1 for t in store.iter_turns() if t["error"] is None)
+    counts = store.judgment_counts()
+    if not counts:
+        console.print(f"no labels in {run_dir} ({replies} replies): add them with medpress "
+                      f"judge {run_dir} --judge SPEC, or medpress labels import {run_dir} FILE "
+                      "--labeller NAME", highlight=False)
+        return
+    table = Table(title=f"labels in {run_dir} ({replies} generated replies)")
+    table.add_column("labels by", overflow="fold")
+    for col in ("kind", "rubric version", "labelled", "unjudged", "no row"):
+        table.add_column(col, justify="left" if col == "kind" else "right")
+    for name, version, labelled, unjudged in counts:
+        kind = "imported" if version == IMPORT_VERSION else "judge"
+        table.add_row(escape(name), kind, escape(version), str(labelled), str(unjudged),
+                      str(max(replies - labelled - unjudged, 0)))
+    console.print(table)
+
+
+@labels_app.command("remove")
+@clean_errors
+def labels_remove_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory")],
+    labeller: Annotated[str, typer.Option(help="Whose imported labels to delete")],
+) -> None:
+    """Delete one labeller's imported labels (never a judge's verdicts)."""
+    n = remove_labels(RunStore.open_existing(run_dir), labeller)
+    console.print(f"removed {n} imported label(s) by {labeller!r} from {run_dir}",
+                  highlight=False)
 
 
 @labels_app.command("agreement")
 @clean_errors
 def labels_agreement_cmd(
-    first: Annotated[Path, typer.Argument(help="Labels file taken as gold (JSONL)")],
-    second: Annotated[Path, typer.Argument(help="Second labeller's file (JSONL)")],
+    first: Annotated[Path, typer.Argument(help="Labels file taken as gold (CSV or JSONL)")],
+    second: Annotated[Path, typer.Argument(help="Second labeller's file (CSV or JSONL)")],
     dataset: Annotated[Path | None, typer.Option(help="Dialogues (default: shipped)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:

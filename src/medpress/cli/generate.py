@@ -13,17 +13,19 @@ from rich.table import Table
 
 from medpress.backends import SPEC_HELP, Backend, GenerateConfig, Reasoning, get_backend
 from medpress.cli.common import (
+    at_least,
     clean_errors,
     console,
     default_run_dir,
     err_console,
     fail,
+    interrupted,
     split_list,
 )
 from medpress.cli.progress import TurnProgress
 from medpress.conditions import DEFAULT_CONDITIONS, load_conditions
 from medpress.dataset import resolve_dataset, select
-from medpress.runner import RunPlan, RunRejected, RunSummary, generate
+from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
 from medpress.store import RunStore, write_export
 
 ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
@@ -31,7 +33,8 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC
 BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (…/v1)")]
 DatasetOpt = Annotated[Path | None, typer.Option(help="Dialogue file or dir (default: shipped)")]
 ConditionsOpt = Annotated[str, typer.Option(help="Comma-separated conditions")]
-SampleOpt = Annotated[int | None, typer.Option(help="Seeded sample of N, stratified by family")]
+SampleOpt = Annotated[int | None, typer.Option(
+    "--sample", "--limit", help="Seeded sample of N dialogues, stratified by family")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated dialogue ids")]
 StarterOpt = Annotated[bool, typer.Option(help="Only the 30-dialogue starter set")]
 RunDirOpt = Annotated[Path | None, typer.Option(help="Run directory (default runs/<model>-<time>)")]
@@ -42,6 +45,8 @@ RepeatsOpt = Annotated[int, typer.Option(min=1, help="Runs of each dialogue (see
 ReasoningOpt = Annotated[str | None, typer.Option(help="on|off: switch model reasoning")]
 SeedOpt = Annotated[int, typer.Option(help="Seed for sampling and --sample")]
 RetryFailedOpt = Annotated[bool, typer.Option(help="Redo turns that failed permanently before")]
+AllowFailedOpt = Annotated[bool, typer.Option(
+    help="Exit 0 even when turns fail permanently (they stay recorded as failed)")]
 TimeoutOpt = Annotated[float, typer.Option(help="Per-request timeout in seconds")]
 NameOpt = Annotated[str | None, typer.Option(
     help="The run's name in reports (default: the model spec plus the settings that differ)")]
@@ -64,14 +69,19 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 ) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
-    Every option is checked against the backend before the run directory is created, so a
-    refused option (``--reasoning`` for a backend without a switch) leaves nothing behind;
-    settings that are accepted but change meaning are printed as warnings. ``name`` is the
-    run's display name in reports (stored; it can be changed on resume, nothing else uses it).
+    Every option is checked before the run directory is created, so a refused option
+    (``--concurrency 0``, ``--reasoning`` for a backend without a switch, ``--sample`` over
+    the dialogues selected) leaves nothing behind; settings that are accepted but change
+    meaning are printed as warnings. Then the backend's preflight checks the API key and
+    that the server answers, so a wrong URL fails in a second rather than after every
+    dialogue's retries. ``name`` is the run's display name in reports (stored; it can be
+    changed on resume, nothing else uses it).
 
     Raises:
-        ValueError: for an option the backend would silently drop, or a bad value.
+        ValueError: for an option the backend would silently drop, a bad value, or a
+            failed preflight (:class:`medpress.backends.PreflightError`).
     """
+    check_generation_options(concurrency, temperature, max_tokens, conditions, timeout)
     config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
                             reasoning=parse_reasoning(reasoning))
     plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
@@ -81,11 +91,31 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
         warn(message)
     if name is not None and not name.strip():
         raise ValueError("--name must not be empty")
+    asyncio.run(backend.preflight("--base-url"))
     rd = run_dir or default_run_dir(model)
     store = RunStore(rd)
+    check_resume(store, plan, backend)  # before any progress is shown or anything is written
     if name is not None:
         store.set_meta("name", name.strip())
     return backend, store, plan, rd
+
+
+def check_generation_options(concurrency: int, temperature: float, max_tokens: int,
+                             conditions: str, timeout: float = 120.0) -> None:
+    """Refuse values that would hang (``--concurrency 0``) or ask for nothing, up front.
+
+    ``--sample`` and ``--repeats`` are checked where they are used (selection, the plan).
+
+    Raises:
+        ValueError: naming the option and its smallest valid value.
+    """
+    at_least("--concurrency", concurrency, 1)
+    at_least("--temperature", temperature, 0)
+    at_least("--max-tokens", max_tokens, 1)
+    if timeout <= 0:
+        raise ValueError(f"--timeout must be more than 0 seconds, not {timeout}")
+    if not split_list(conditions):
+        raise ValueError(f"--conditions names no condition; choose from {ALL_CONDITIONS}")
 
 
 def plan_warnings(plan: RunPlan) -> list[str]:
@@ -112,29 +142,60 @@ def parse_reasoning(value: str | None) -> Reasoning | None:
 
 
 def run_generation(backend: Backend, store: RunStore, plan: RunPlan, concurrency: int,
-                   retry_failed: bool = False) -> RunSummary:
-    """Generate with progress bars; prints the summary."""
+                   retry_failed: bool = False, allow_failed: bool = False, *,
+                   again: str = "the same command", next_step: str = "") -> RunSummary:
+    """Generate with progress bars; prints the summary.
+
+    Turns that failed in an earlier session and are not retried are pointed out before the
+    run. Ctrl-C stops the run with exit status 130 (every stored turn is kept; the same
+    command resumes). ``again`` is how messages say to rerun (see :func:`same_command`).
+
+    Raises:
+        typer.Exit: 1 when a turn failed permanently in this session, unless
+            ``allow_failed`` (the message names ``--retry-failed``; ``next_step`` says what
+            was not done because of it, e.g. "; nothing was judged"); 2 when the first
+            request was refused; 130 on Ctrl-C.
+    """
     done = Counter(k[0] for k, s in store.unit_states().items() for _ in range(s.last_turn))
     totals = {c.name: plan.turns_per_condition() for c in plan.conditions}
     if retry_failed:
         done = Counter()  # failed turns come back; counts settle as the run goes
+    elif earlier := sum(store.error_counts().values()):
+        warn(f"{earlier} turn(s) of {store.run_dir} failed permanently in an earlier session and "
+             "stay failed (their dialogues stop there); --retry-failed redoes them")
     try:
         with TurnProgress(totals, done) as prog:
             summary = asyncio.run(generate(backend, store, plan, concurrency=concurrency,
                                            on_result=prog.hook, retry_failed=retry_failed))
     except RunRejected as e:
         raise fail(str(e)) from None
+    except KeyboardInterrupt:
+        raise interrupted(store.count_turns(), "turns", again) from None
     print_summary(summary, store.reply_issues())
+    if summary.failed_turns and not allow_failed:
+        kinds = ", ".join(f"{k}: {v}" for k, v in summary.failures.most_common())
+        raise fail(f"{summary.failed_turns} turn(s) failed permanently ({kinds}){next_step}; "
+                   f"fix the cause and run {again} with --retry-failed to redo them, "
+                   "or add --allow-failed to accept them", code=1)
     return summary
 
 
+def same_command(run_dir: Path | None, rd: Path) -> str:
+    """How to say "run it again": a run without ``--run-dir`` got a new timestamped directory,
+    and the same command would start another one, so the hint names the directory."""
+    return "the same command" if run_dir is not None else f"the same command with --run-dir {rd}"
+
+
 def print_summary(s: RunSummary, issues: dict[str, int] | None = None) -> None:
-    """The table after a run; ``issues`` are the whole run's empty / truncated replies."""
+    """The table after a run; ``issues`` are the whole run's empty / truncated replies.
+
+    Failed turns are counted apart from generated ones: ``turns_done`` holds both.
+    """
     table = Table(title="generation summary", show_header=False)
-    table.add_row("turns generated", str(s.turns_done))
+    table.add_row("turns generated", str(s.turns_done - s.failed_turns))
     table.add_row("turns already stored", str(s.turns_skipped))
-    table.add_row("permanent failures", ", ".join(f"{k}: {v}" for k, v in s.failures.items())
-                  or "none")
+    kinds = ", ".join(f"{k}: {v}" for k, v in s.failures.items())
+    table.add_row("turns failed permanently", f"{s.failed_turns} ({kinds})" if kinds else "0")
     table.add_row("retries", ", ".join(f"{k}: {v}" for k, v in s.retries.items()) or "none")
     if issues is not None:
         table.add_row("empty / truncated replies (whole run)",
@@ -163,15 +224,20 @@ def generate_cmd(
     timeout: TimeoutOpt = 120.0,
     system_role: SystemRoleOpt = True,
     retry_failed: RetryFailedOpt = False,
+    allow_failed: AllowFailedOpt = False,
     name: NameOpt = None,
 ) -> None:
-    """Generate every five-turn transcript of the selected dialogues under each condition."""
+    """Generate every five-turn transcript of the selected dialogues under each condition.
+
+    Exits 1 when a turn fails permanently (unless --allow-failed), 130 on Ctrl-C.
+    """
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
         temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
-    run_generation(backend, store, plan, concurrency, retry_failed)
+    run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,
+                   again=same_command(run_dir, rd))
     console.print(f"run directory: [bold]{rd}[/]")
 
 
@@ -185,17 +251,15 @@ def export_cmd(
     )] = None,
 ) -> None:
     """One row per generated (dialogue, condition, repeat, turn), with labels once judged."""
-    from medpress.judges import label_rows
+    from medpress.judges import turn_labels
 
-    if fmt not in ("jsonl", "csv"):
+    if fmt.lower() not in ("jsonl", "csv"):  # CSV and JSONL are how people write the names
         raise ValueError(f"--format must be jsonl or csv, not {fmt!r}")
-    kind: Literal["jsonl", "csv"] = "csv" if fmt == "csv" else "jsonl"
+    kind: Literal["jsonl", "csv"] = "csv" if fmt.lower() == "csv" else "jsonl"
     store = RunStore.open_existing(run_dir)
     labels, desc = None, None
     if store.judges():
-        rows, desc = label_rows(store, judge)
-        labels = {(r.condition, r.repeat, r.dialogue_id, r.turn): (r.label, r.failure_mode)
-                  for r in rows}
+        labels, desc = turn_labels(store, judge)
     n = write_export(store, kind, out, desc, labels)
     if out:
         console.print(f"wrote {n} rows to {out}")

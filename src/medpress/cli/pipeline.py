@@ -16,11 +16,14 @@ from medpress.cli.evaluate import (
     JudgeReasoningOpt,
     JudgeTruncOpt,
     JudgeUrlOpt,
+    check_judge_options,
     check_judge_settings,
     judge_store,
+    preflight_judges,
 )
 from medpress.cli.generate import (
     ALL_CONDITIONS,
+    AllowFailedOpt,
     BaseUrlOpt,
     ConcOpt,
     ConditionsOpt,
@@ -31,6 +34,7 @@ from medpress.cli.generate import (
     NameOpt,
     ReasoningOpt,
     RepeatsOpt,
+    RetryFailedOpt,
     RunDirOpt,
     SampleOpt,
     SeedOpt,
@@ -40,6 +44,7 @@ from medpress.cli.generate import (
     TimeoutOpt,
     prepare_run,
     run_generation,
+    same_command,
 )
 from medpress.cli.results import make_report, print_labels, rows_from_runs
 from medpress.metrics import compute_groups, fit_metrics_table
@@ -70,18 +75,29 @@ def run_cmd(
     judge_reasoning: JudgeReasoningOpt = None,
     judge_max_tokens: JudgeMaxTokOpt = None,
     judge_truncated: JudgeTruncOpt = True,
+    retry_failed: RetryFailedOpt = False,
+    allow_failed: AllowFailedOpt = False,
     name: NameOpt = None,
 ) -> None:
-    """Generate → judge → report, then print the headline table and the report path."""
-    check_judge_settings(judge, judge_reasoning, judge_max_tokens)  # before any generation
+    """Generate → judge → report, then print the headline table and the report path.
+
+    Stops with exit 1 before judging when a turn failed permanently (unless --allow-failed)
+    or when a judge could judge nothing; 130 on Ctrl-C (the same command resumes).
+    """
+    # every judge option before any generation: a typo must not cost a whole run
+    check_judge_options(judge, judge_base_url, judge_concurrency, "--judge-concurrency")
+    check_judge_settings(judge, judge_reasoning, judge_max_tokens)
+    preflight_judges(judge, judge_base_url)
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
         temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
-    run_generation(backend, store, plan, concurrency)
+    again = same_command(run_dir, rd)
+    run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,
+                   again=again, next_step="; nothing was judged")
     console.rule("2/3 judge")
     summaries = judge_store(store, judge, judge_base_url, judge_concurrency, dataset,
-                            judge_reasoning, judge_max_tokens, judge_truncated)
+                            judge_reasoning, judge_max_tokens, judge_truncated, again=again)
     console.rule("3/3 report")
     # The judges of this command, not whatever else the run directory holds.
     view = ",".join(f"{s.judge}@{s.rubric_version}" for s in summaries)

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from medpress.cli.common import clean_errors, console
+from medpress.cli.common import clean_errors, console, short_spec
 from medpress.dataset import Dataset, resolve_dataset
-from medpress.judges import label_rows, resolve_view
+from medpress.judges import failure_kinds, label_rows, resolve_view
 from medpress.metrics import LabelRow, compute_groups, fit_metrics_table, read_labels
 from medpress.reports import write_report
 from medpress.store import RunStore
@@ -44,13 +44,13 @@ def run_provenance(store: RunStore) -> dict[str, Any]:
 def run_names(stores: list[RunStore]) -> list[str]:
     """A display name per run that no other run in the list shares.
 
-    Precedence: the name recorded with ``--name`` when the run was made; else the model spec,
-    plus the generation parameters (then the server URL) that differ among runs of that spec,
-    e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run directory's name
-    is added. Two runs are therefore never pooled into one row.
+    Precedence: the name recorded with ``--name`` when the run was made; else the model spec
+    (`short_spec`) plus the generation parameters (then the server URL) that differ among runs
+    of that spec, e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run
+    directory's name is added. Two runs are therefore never pooled into one row.
     """
     provs = [s.provenance() for s in stores]
-    specs = [str((p.get("model") or {}).get("spec", "?")) for p in provs]
+    specs = [short_spec(str((p.get("model") or {}).get("spec", "?"))) for p in provs]
     names = []
     for i, prov in enumerate(provs):
         if prov.get("name"):
@@ -163,8 +163,11 @@ def metrics_cmd(
         assert run_dir is not None
         runs = rows_from_runs([run_dir], judge, dataset)
         rows, source, notes, label_note = runs.rows, runs.judge, runs.notes, runs.label_note
-    if not rows:
-        raise ValueError("no labelled turns to measure")
+    if all(r.label is None for r in rows):  # a table of dashes would look like a result
+        if run_dir is None:
+            raise ValueError(f"no labelled turns in {labels}: every label is blank"
+                             if rows else "no labelled turns to measure")
+        raise ValueError(no_labels_message([run_dir], judge))
     groups = compute_groups(rows, n_boot=n_boot, seed=seed)
     if as_json:
         print(json.dumps({"labels": source, "notes": notes,
@@ -184,26 +187,53 @@ def print_labels(runs: RunLabels) -> None:
 
 
 def with_lengths(rows: list[LabelRow], ds: Dataset) -> tuple[list[LabelRow], int]:
-    """Rows with ``n_turns`` filled from ``ds`` where the file left it blank, and the number
-    of dialogue ids that had neither."""
-    lengths = {d.id: len(d.turns) for d in ds}
+    """Rows with ``n_turns`` (and a blank ``family``) filled from ``ds`` where the file left
+    them out, and the number of dialogue ids that had no length either way."""
+    known = {d.id: d for d in ds}
     out, unknown = [], set()
     for r in rows:
-        if r.n_turns is None:
-            if r.dialogue_id in lengths:
-                r = dataclasses.replace(r, n_turns=lengths[r.dialogue_id])
-            else:
-                unknown.add(r.dialogue_id)
+        d = known.get(r.dialogue_id)
+        if d is not None:
+            r = dataclasses.replace(r, n_turns=r.n_turns or len(d.turns),
+                                    family=r.family or d.family)
+        elif r.n_turns is None:
+            unknown.add(r.dialogue_id)
         out.append(r)
     return out, len(unknown)
+
+
+def no_labels_message(run_dirs: list[Path], judge: str | None) -> str:
+    """Why runs have no label at all, for the error of ``report`` and ``metrics``.
+
+    A judge whose every verdict failed is named with its reasons grouped by
+    `medpress.judges.failure_kinds` (most frequent first); runs with no judgments get
+    "judge the run first". ``judge`` is the ``--judge`` view, already known to resolve.
+    """
+    failed = []
+    for rd in run_dirs:
+        store = RunStore.open_existing(rd)
+        for name, version in resolve_view(store, judge).judges:
+            kinds = failure_kinds(store, (name, version))
+            if kinds:
+                where = f" in {rd}" if len(run_dirs) > 1 else ""
+                groups = ", ".join(f"{n} '{k}'" for k, n in kinds.most_common())
+                failed.append(f"every verdict of {name}{where} failed: {groups}")
+    if failed:
+        return ("; ".join(failed) + "; fix the cause and judge again (medpress judge RUN_DIR "
+                "--judge SPEC)")
+    return (f"no labels in {', '.join(map(str, run_dirs))}: judge the run first "
+            "(medpress judge RUN_DIR --judge SPEC) or import labels")
 
 
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                 n_boot: int = 1000, seed: int = 0, dataset: Path | None = None) -> Path:
     runs = rows_from_runs(run_dirs, judge, dataset)
-    if all(r.label is None for r in runs.rows):
-        raise ValueError(f"no labels in {', '.join(map(str, run_dirs))}: judge the run first "
-                         "(medpress judge RUN_DIR --judge SPEC) or import labels")
+    # A run without a single label would be a row of dashes beside real results.
+    unlabelled = [rd for rd, prov in zip(run_dirs, runs.provenance, strict=True)
+                  if all(r.label is None for r in runs.rows if r.model == prov["name"])]
+    if unlabelled:
+        raise ValueError(no_labels_message(unlabelled, judge) + (
+            "; or leave these runs out of the report" if len(unlabelled) < len(run_dirs) else ""))
     out_dir = out or run_dirs[0] / "report"
     return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
                         label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed)

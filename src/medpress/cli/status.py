@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -58,7 +57,7 @@ def run_state(run_dir: Path, dataset: Path | None = None) -> RunState:
     Raises:
         StoreError: ``run_dir`` is not a run directory.
     """
-    from medpress.judges.llm import error_kind
+    from medpress.judges import failure_kinds
     from medpress.runner import run_dataset
 
     store = RunStore.open_existing(run_dir)
@@ -76,9 +75,7 @@ def run_state(run_dir: Path, dataset: Path | None = None) -> RunState:
     generated = store.count_turns() - sum(failed.values())
     judges = []
     for name, version, labelled, unjudged in store.judgment_counts():
-        reasons: Counter[str] = Counter()
-        for error, n in store.judgment_errors(name, version).items():
-            reasons[error_kind(error)] += n
+        reasons = failure_kinds(store, (name, version))
         judges.append(JudgeState(name, version, labelled, unjudged, dict(reasons.most_common())))
     state = RunState(str(run_dir), (prov.get("model") or {}).get("spec"), prov.get("name"),
                      params, ds_meta, planned, generated, failed, store.reply_issues(), judges,

@@ -45,9 +45,15 @@ def select(
 ) -> Dataset:
     """Apply the selection options in order: ids, then starter, then sample.
 
+    ``sample`` equal to the number of dialogues selected so far keeps them all; more is an
+    error rather than a silent "all".
+
     Raises:
-        ValueError: if an id is not in the dataset.
+        ValueError: if an id is not in the dataset, or ``sample`` is below 1 or more than the
+            dialogues selected by the other options.
     """
+    if sample is not None and sample < 1:
+        raise ValueError(f"--sample must be at least 1, not {sample}")
     if ids:
         known = ds.by_id()
         missing = [i for i in ids if i not in known]
@@ -57,5 +63,8 @@ def select(
     if starter:
         ds = ds.subset(starter_ids(ds))
     if sample is not None:
+        if sample > len(ds):
+            raise ValueError(f"--sample {sample} is more than the {len(ds)} dialogues selected; "
+                             f"use at most {len(ds)}, or leave --sample out for all of them")
         ds = ds.subset(sample_ids(ds, sample, seed))
     return ds

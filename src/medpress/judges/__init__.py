@@ -22,9 +22,11 @@ from medpress.judges.views import (
     IMPORT_VERSION,
     LabelView,
     disagreements,
+    failure_kinds,
     label_rows,
     pairwise_labels,
     resolve_view,
+    turn_labels,
 )
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "cohen_kappa",
     "disagreements",
     "disagrees",
+    "failure_kinds",
     "fleiss_kappa",
     "get_judge",
     "import_labels",
@@ -62,4 +65,5 @@ __all__ = [
     "reference_items",
     "resolve_view",
     "run_check",
+    "turn_labels",
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
-from medpress.backends import Reasoning, get_backend
+from medpress.backends import SPEC_HELP, Reasoning, get_backend, is_model_spec
 from medpress.judges.base import Judge
 from medpress.judges.llm import LLMJudge, judge_config
 
 EMBEDDED = "embedded"
+JUDGE_SPEC_HELP = f"{EMBEDDED} (the offline judge), {SPEC_HELP}"
 
 
 def parse_judge_reasoning(value: str | None) -> Reasoning | None:
@@ -34,11 +36,16 @@ def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
     become part of its ``rubric_version`` (see :func:`medpress.judges.llm.settings_suffix`).
 
     Raises:
-        ValueError: for an unknown spec, ``reasoning``/``max_tokens`` with ``embedded`` (a
-            classifier has neither), or ``reasoning`` for a backend that cannot switch it.
+        ValueError: for an unknown spec (listing the valid ones, ``embedded`` included),
+            ``reasoning``/``max_tokens``/``base_url`` with ``embedded`` (a local classifier has
+            none of them), or ``reasoning`` for a backend that cannot switch it.
         FileNotFoundError: for ``embedded`` when it has not been trained yet.
     """
+    check_judge_spec(spec)
     if spec == EMBEDDED:
+        if base_url is not None:
+            raise ValueError("--judge-base-url applies to openai/ judges, not to the embedded "
+                             "judge (it runs locally); leave it out")
         if reasoning is not None or max_tokens is not None:
             raise ValueError("--judge-reasoning and --judge-max-tokens apply to LLM judges, "
                              "not to the embedded judge (a classifier: it generates nothing)")
@@ -51,6 +58,23 @@ def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
         raise ValueError(f"--judge-reasoning {reasoning}: {spec} has no way to switch "
                          "reasoning; leave --judge-reasoning unset")
     return LLMJudge(backend, concurrency=concurrency, config=config)
+
+
+def check_judge_spec(spec: str) -> None:
+    """Refuse a judge spec that names no judge, listing every valid kind.
+
+    ``embedded`` is exact; any other spec must have a model spec's shape
+    (:func:`medpress.backends.is_model_spec`). A near miss of ``embedded`` (``embdded``) is
+    pointed out.
+
+    Raises:
+        ValueError: ``unknown judge spec 'embdded' (did you mean 'embedded'?); expected …``.
+    """
+    if spec == EMBEDDED or is_model_spec(spec):
+        return
+    close = difflib.get_close_matches(spec, [EMBEDDED, "smollm2"], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown judge spec {spec!r}{hint}; expected one of: {JUDGE_SPEC_HELP}")
 
 
 def judge_provenance(judge: Judge) -> dict[str, Any]:

@@ -6,7 +6,7 @@ editing the rubric gives a new version, and two versions are never mixed in one 
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +21,9 @@ IMPORT_VERSION = "import"
 
 TurnKey = tuple[str, int, str, int]  # (condition, repeat, dialogue_id, turn)
 JudgeKey = tuple[str, str]  # (judge name, rubric version)
-Verdicts = dict[TurnKey, dict[JudgeKey, tuple[str | None, str | None]]]
+Verdicts = dict[TurnKey, dict[JudgeKey, dict[str, Any]]]
+DETAIL_FIELDS: tuple[str, ...] = ("evidence", "rationale", "error")
+"""What `turn_labels` gives beside the label: the judge's quote, its reasoning, its failure."""
 
 
 @dataclass(frozen=True)
@@ -114,16 +116,64 @@ def resolve_view(store: RunStore, spec: str | None) -> LabelView:
                      f"{ENSEMBLE} (majority of {parts}; ties go to the more severe label)")
 
 
+def failure_kinds(store: RunStore, judge: JudgeKey) -> Counter[str]:
+    """Why a judge left replies unjudged: stored reasons grouped by
+    :func:`medpress.judges.llm.error_kind` (per-reply details dropped)."""
+    from medpress.judges.llm import error_kind
+
+    kinds: Counter[str] = Counter()
+    for error, n in store.judgment_errors(*judge).items():
+        kinds[error_kind(error)] += n
+    return kinds
+
+
 def verdicts(store: RunStore, judges: Sequence[JudgeKey]) -> Verdicts:
-    """turn -> (judge, version) -> (label, failure_mode), for the given judges only."""
+    """turn -> (judge, version) -> the stored judgment row, for the given judges only."""
     wanted = set(judges)
     out: Verdicts = defaultdict(dict)
     for j in store.iter_judgments():
         key = (j["judge"], j["rubric_version"])
         if key in wanted:
-            turn = (j["condition"], j["repeat"], j["dialogue_id"], j["turn"])
-            out[turn][key] = (j["label"], j["failure_mode"])
+            out[(j["condition"], j["repeat"], j["dialogue_id"], j["turn"])][key] = j
     return out
+
+
+def _vote(by_judge: Mapping[JudgeKey, Mapping[str, Any]], judges: Sequence[JudgeKey]
+          ) -> tuple[str | None, str | None, list[tuple[JudgeKey, Mapping[str, Any]]]]:
+    """(label, failure mode, the judgments that gave that label) for one turn."""
+    rows = [(j, by_judge[j]) for j in judges if j in by_judge]
+    label = majority([r["label"] for _, r in rows])
+    agree = [(j, r) for j, r in rows if label is not None and r["label"] == label]
+    mode = next((r["failure_mode"] for _, r in agree if r["failure_mode"]), None)
+    return label, mode, agree
+
+
+def turn_labels(store: RunStore, judge: str | None = None
+                ) -> tuple[dict[TurnKey, dict[str, Any]], str]:
+    """Per judged turn: ``label``, ``failure_mode`` and `DETAIL_FIELDS`, for exports.
+
+    With one judge the details are its own. With several, ``evidence`` and ``rationale`` come
+    from the judges that gave the majority label and ``error`` from those that failed, each
+    prefixed with the judge's name. The view is chosen as in `resolve_view`.
+    """
+    view = resolve_view(store, judge)
+    out: dict[TurnKey, dict[str, Any]] = {}
+    several = len(view.judges) > 1
+    for turn, by_judge in verdicts(store, view.judges).items():
+        label, mode, agree = _vote(by_judge, view.judges)
+        failed = [(j, r) for j, r in by_judge.items() if r["label"] is None]
+        out[turn] = {"label": label, "failure_mode": mode,
+                     "evidence": _join("evidence", agree, several),
+                     "rationale": _join("rationale", agree, several),
+                     "error": _join("error", failed, several)}
+    return out, view.description
+
+
+def _join(field: str, rows: Sequence[tuple[JudgeKey, Mapping[str, Any]]],
+          named: bool) -> str | None:
+    """One field of several judgments, each prefixed with its judge when ``named``."""
+    parts = [(f"{j[0]}: " if named else "") + str(r[field]) for j, r in rows if r.get(field)]
+    return "; ".join(parts) or None
 
 
 def label_rows(store: RunStore, judge: str | None = None, *,
@@ -146,9 +196,7 @@ def label_rows(store: RunStore, judge: str | None = None, *,
         if t["error"] is not None:
             continue
         key = (t["condition"], t["repeat"], t["dialogue_id"], t["turn"])
-        votes = [by_turn.get(key, {}).get(j, (None, None)) for j in view.judges]
-        label = majority([v[0] for v in votes])
-        mode = next((m for lab, m in votes if lab == label and m), None) if label else None
+        label, mode, _ = _vote(by_turn.get(key, {}), view.judges)
         rows.append(LabelRow(model, t["condition"], t["dialogue_id"], t["family"], t["turn"],
                              label, mode, t["repeat"], lengths.get(t["dialogue_id"])))
     return rows, view.description
@@ -159,7 +207,7 @@ def disagreements(store: RunStore) -> list[dict[str, Any]]:
     judges = resolve_view(store, ENSEMBLE).judges
     out = []
     for key, by_judge in sorted(verdicts(store, judges).items()):
-        labels = [by_judge.get(j, (None, None))[0] for j in judges]
+        labels = [by_judge[j]["label"] if j in by_judge else None for j in judges]
         if disagrees(labels):
             c, r, d, t = key
             out.append({"condition": c, "repeat": r, "dialogue_id": d, "turn": t,
@@ -173,4 +221,5 @@ def pairwise_labels(store: RunStore) -> dict[str, list[str | None]]:
     judges = resolve_view(store, ENSEMBLE).judges
     by_turn = verdicts(store, judges)
     keys = sorted(by_turn)
-    return {j[0]: [by_turn[k].get(j, (None, None))[0] for k in keys] for j in judges}
+    return {j[0]: [by_turn[k][j]["label"] if j in by_turn[k] else None for k in keys]
+            for j in judges}

@@ -1,15 +1,17 @@
 """Runner stage: plans, resumable generation, summaries."""
 
-from medpress.runner.plan import RunPlan, Unit, resume_settings
+from medpress.runner.plan import RunPlan, Unit, dataset_difference, resume_settings
 from medpress.runner.run_dataset import run_dataset
 from medpress.runner.runner import (
     REJECTED_KINDS,
     Runner,
     RunRejected,
     RunSummary,
+    check_resume,
     generate,
     prepare_store,
 )
 
-__all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit", "generate",
-           "prepare_store", "resume_settings", "run_dataset"]
+__all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
+           "check_resume", "dataset_difference", "generate", "prepare_store", "resume_settings",
+           "run_dataset"]

@@ -78,6 +78,36 @@ class RunPlan:
         }
 
 
+# Dialogue ids shown when a resume is refused for another selection.
+_IDS_SHOWN = 3
+
+
+def dataset_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """Why a resumed run's dialogues differ from the stored run's, in terms of the options that
+    choose them, or None when they are the same (or the stored run recorded no hash).
+
+    Other ids (``--sample``, ``--ids``, ``--starter``, another ``--dataset``) are told apart
+    from the same ids with other content (the dataset file changed). ``old`` and ``new`` are
+    provenance mappings as in :func:`resume_settings`.
+    """
+    old_ds, new_ds = old.get("dataset") or {}, new.get("dataset") or {}
+    if old_ds.get("hash") is None or old_ds.get("hash") == new_ds.get("hash"):
+        return None
+    old_ids, new_ids = list(old_ds.get("ids") or []), list(new_ds.get("ids") or [])
+    if set(old_ids) != set(new_ids):
+        return (f"the selected dialogues differ: stored {len(old_ids)} dialogues "
+                f"({_preview(old_ids)}), now {len(new_ids)} ({_preview(new_ids)}); check "
+                "--sample/--ids/--starter/--dataset")
+    return (f"the {len(new_ids)} dialogues have the same ids but other content (dataset hash "
+            f"stored {old_ds.get('hash')}, now {new_ds.get('hash')}): the dataset changed since "
+            "the run started; pass the original with --dataset")
+
+
+def _preview(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_IDS_SHOWN])
+    return shown + (", …" if len(ids) > _IDS_SHOWN else "") if ids else "none"
+
+
 def resume_settings(prov: Mapping[str, Any]) -> dict[str, Any]:
     """Everything that shapes a prompt or a reply, by the name a user knows it by.
 

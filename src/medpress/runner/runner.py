@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from medpress.backends import Backend, ChatRequest, ChatResult
 from medpress.conditions import build_messages
-from medpress.runner.plan import RunPlan, Unit, resume_settings
+from medpress.runner.plan import RunPlan, Unit, dataset_difference, resume_settings
 from medpress.store import RunStore, StoreError, UnitState, reply_issue
 
 ResultHook = Callable[[str, ChatResult], None]
@@ -79,19 +79,41 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
-    """Record provenance on a new run, or check that a resumed run asks for the same thing.
+def check_resume(store: RunStore, plan: RunPlan, backend: Backend) -> None:
+    """Refuse to resume a stored run with other settings; nothing to check for a new run.
 
     Every setting of :func:`resume_settings` is compared (model, dataset, conditions and their
     texts, repeats, sampling, reasoning, max tokens, system role); one that the stored run
-    did not record (an older version) is not.
+    did not record (an older version) is not. Other dialogues are named by the options that
+    select them (:func:`dataset_difference`), not by the dataset hash. Writes nothing, so the
+    CLI calls it before any progress is shown.
+
+    Raises:
+        StoreError: naming every setting that differs, with its stored and new value.
+    """
+    if store.get_meta("model") is None:
+        return
+    prov = plan.provenance(backend)
+    stored = store.provenance()
+    old, new = resume_settings(stored), resume_settings(prov)
+    # the dataset hash means nothing to a user: say which selection options to check
+    diffs = [why] if (why := dataset_difference(stored, prov)) else []
+    diffs += [f"{name}: stored {old[name]!r}, now {value!r}" for name, value in new.items()
+              if name != "dataset hash" and name in old and old[name] != value]
+    if diffs:
+        raise StoreError(f"refusing to resume {store.run_dir}: the run was started with "
+                         "different settings; use another --run-dir.\n  " + "\n  ".join(diffs))
+
+
+def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
+    """Record provenance on a new run, or check that a resumed run asks for the same thing
+    (:func:`check_resume`).
 
     Raises:
         StoreError: naming every setting that differs, with its stored and new value.
     """
     prov = plan.provenance(backend)
-    existing = store.get_meta("model")
-    if existing is None:
+    if store.get_meta("model") is None:
         store.set_meta("run_id", uuid.uuid4().hex[:12])
         store.set_meta("created_at", now_iso())
         # "model" last: its presence marks a fully prepared run, so a kill between these
@@ -101,13 +123,7 @@ def prepare_store(store: RunStore, plan: RunPlan, backend: Backend) -> None:
                 store.set_meta(k, v)
         store.set_meta("model", prov["model"])
     else:
-        old = resume_settings(store.provenance())
-        new = resume_settings(prov)
-        diffs = [f"{name}: stored {old[name]!r}, now {value!r}"
-                 for name, value in new.items() if name in old and old[name] != value]
-        if diffs:
-            raise StoreError(f"refusing to resume {store.run_dir}: the run was started with "
-                             "different settings; use another --run-dir.\n  " + "\n  ".join(diffs))
+        check_resume(store, plan, backend)
     sessions = store.get_meta("sessions") or []
     sessions.append({"started_at": now_iso(), "medpress_version": prov["medpress_version"]})
     store.set_meta("sessions", sessions)

@@ -13,27 +13,33 @@ from medpress.store.store import RunStore
 
 EXPORT_COLUMNS: tuple[str, ...] = (
     "run_id", "model", "condition", "repeat", "dialogue_id", "family", "turn", "pressure",
-    "user", "reply", "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "error",
-    "judge", "label", "failure_mode",
+    "user", "reply", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
+    "latency_s", "error", "judge", "label", "failure_mode", "evidence", "rationale",
+    "judge_error",
 )
-TurnLabels = Mapping[tuple[str, int, str, int], tuple[str | None, str | None]]
+_TURN_FIELDS = EXPORT_COLUMNS[2:EXPORT_COLUMNS.index("judge")]
+_LABEL_FIELDS = ("label", "failure_mode", "evidence", "rationale")
+TurnLabels = Mapping[tuple[str, int, str, int], Mapping[str, Any]]
+"""(condition, repeat, dialogue_id, turn) -> ``label``, ``failure_mode``, ``evidence``,
+``rationale`` and ``error`` (the judge's), as `medpress.judges.turn_labels` gives them."""
 
 
 def export_rows(store: RunStore, judge: str | None = None,
                 labels: TurnLabels | None = None) -> Iterator[dict[str, Any]]:
     """Rows in :data:`EXPORT_COLUMNS` order; turns never generated have no row.
 
-    ``labels`` maps (condition, repeat, dialogue_id, turn) to (label, failure_mode) as chosen
-    by ``judge``; without them the three label columns are empty.
+    ``labels`` (see `TurnLabels`) are the verdicts chosen by ``judge``; without them, or for a
+    turn no judge saw, the judge columns are empty. ``error`` is the generation error,
+    ``judge_error`` why the judge gave no label.
     """
     run_id = store.get_meta("run_id")
     model = (store.get_meta("model") or {}).get("spec")
     labels = labels or {}
     for t in store.iter_turns():
-        label, mode = labels.get((t["condition"], t["repeat"], t["dialogue_id"], t["turn"]),
-                                 (None, None))
-        yield {"run_id": run_id, "model": model, **{c: t.get(c) for c in EXPORT_COLUMNS[2:-3]},
-               "judge": judge if labels else None, "label": label, "failure_mode": mode}
+        v = labels.get((t["condition"], t["repeat"], t["dialogue_id"], t["turn"]), {})
+        yield {"run_id": run_id, "model": model, **{c: t.get(c) for c in _TURN_FIELDS},
+               "judge": judge if labels else None, **{c: v.get(c) for c in _LABEL_FIELDS},
+               "judge_error": v.get("error")}
 
 
 def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None,

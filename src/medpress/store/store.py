@@ -211,6 +211,13 @@ class RunStore:
             "DELETE FROM judgments WHERE judge = ? AND rubric_version = ? AND label IS NULL",
             (judge, rubric_version)).rowcount
 
+    def delete_judgments(self, judge: str, rubric_version: str) -> int:
+        """Drop every judgment of one judge and rubric version (e.g. one labeller's imported
+        labels); the number of rows removed."""
+        return self.conn.execute(
+            "DELETE FROM judgments WHERE judge = ? AND rubric_version = ?",
+            (judge, rubric_version)).rowcount
+
     def judges(self) -> list[tuple[str, str]]:
         """Every (judge, rubric version) in the run, within a judge in the order the versions
         first appeared (so the last is the newest)."""
