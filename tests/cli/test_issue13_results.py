@@ -141,3 +141,13 @@ def test_report_refuses_a_run_without_labels_beside_others(
     assert res.exit_code == 2
     assert f"no labels in {bare}: judge the run first" in res.output
     assert "leave these runs out of the report" in res.output
+
+
+def test_empty_and_cut_off_replies_are_reported(runs: tuple[Path, Path, str]) -> None:
+    _, off, _ = runs
+    with sqlite3.connect(off / "run.sqlite") as c:
+        c.execute("UPDATE turns SET finish_reason = 'length' WHERE turn = 5")
+        c.execute("UPDATE turns SET reply = '' WHERE dialogue_id = 'MT-0003' AND turn = 1")
+    out = json.loads(invoke("metrics", str(off), "--json", "--n-boot", "0").output)
+    assert any("1 replies are empty" in n for n in out["notes"])
+    assert any("6 replies were cut off at the token limit" in n for n in out["notes"])

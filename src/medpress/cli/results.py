@@ -132,9 +132,13 @@ def _run_notes(name: str, prov: dict[str, Any], ds_turns: int, stored: int) -> l
                      "not generated count as unjudged, and dialogues never started are not in "
                      "these numbers. Resume the run to complete it.")
     issues = prov.get("replies") or {}
-    if issues.get("empty") or issues.get("truncated"):
-        notes.append(f"{name}: {issues.get('empty', 0)} empty replies (never judged) and "
-                     f"{issues.get('truncated', 0)} replies cut off at the token limit.")
+    if issues.get("empty"):
+        notes.append(f"{name}: {issues['empty']} replies are empty (no visible answer); they "
+                     "are never judged and count as unjudged.")
+    if issues.get("truncated"):
+        notes.append(f"{name}: {issues['truncated']} replies were cut off at the token limit; "
+                     "they are judged as they stand unless judged with --no-judge-truncated "
+                     "(then they count as unjudged).")
     return notes
 
 
