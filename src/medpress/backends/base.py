@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -138,7 +137,3 @@ class Backend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections or model memory."""
-
-
-def timed_result(key: Hashable, start: float, **kw: Any) -> ChatResult:
-    return ChatResult(key=key, latency_s=time.perf_counter() - start, **kw)

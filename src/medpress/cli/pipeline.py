@@ -105,5 +105,5 @@ def run_cmd(
     print_labels(runs)
     console.print(fit_metrics_table(compute_groups(runs.rows, n_boot=1000, seed=seed),
                                     console.width))
-    path = make_report([rd], out, view, dataset=dataset)
+    path = make_report([rd], out, view, seed=seed, runs=runs)
     console.print(f"report: [bold]{path}[/]")

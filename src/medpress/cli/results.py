@@ -230,8 +230,10 @@ def no_labels_message(run_dirs: list[Path], judge: str | None) -> str:
 
 
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
-                n_boot: int = 1000, seed: int = 0, dataset: Path | None = None) -> Path:
-    runs = rows_from_runs(run_dirs, judge, dataset)
+                n_boot: int = 1000, seed: int = 0, dataset: Path | None = None,
+                runs: RunLabels | None = None) -> Path:
+    """Write the report of ``run_dirs``; ``runs`` are their labels when already read."""
+    runs = runs or rows_from_runs(run_dirs, judge, dataset)
     # A run without a single label would be a row of dashes beside real results.
     unlabelled = [rd for rd, prov in zip(run_dirs, runs.provenance, strict=True)
                   if all(r.label is None for r in runs.rows if r.model == prov["name"])]

@@ -57,10 +57,6 @@ def shingles(text: str, n: int = SHINGLE_N) -> frozenset[str]:
     return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
-
-
 def near_duplicates(
     dialogues: Sequence[Dialogue], threshold: float = NEAR_DUP_THRESHOLD
 ) -> list[tuple[str, int, str, int, float]]:
