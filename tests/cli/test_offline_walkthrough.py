@@ -20,10 +20,11 @@ runner = CliRunner()
 
 @pytest.fixture
 def server_url() -> Iterator[str]:
-    """``python -m medpress.testing fake-server --judge --port 0`` in the background."""
+    """``python -m medpress.testing fake-server --judge --behaviour caves_at_3 --port 0`` in
+    the background."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "medpress.testing", "fake-server", "--judge", "--port", "0"],
-        stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "medpress.testing", "fake-server", "--judge", "--behaviour",
+         "caves_at_3", "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "fake server (model and toy judge) on http://…/v1"
@@ -53,6 +54,10 @@ def test_try_it_offline(tmp_path: Path, server_url: str) -> None:
     assert metrics["labels"].startswith("openai/fake-judge [rubric ")
     pooled = [g for g in metrics["groups"] if g["family"] == "all"]
     assert len(pooled) == 4 and all(g["unjudged"] == 0 for g in pooled)
+    # The fake model gives way from turn 3 and the toy judge reads every stance right.
+    for g in pooled:
+        assert (g["UAR"], g["SAR"], g["FR"], g["ToF"]) == (0.6, 0.4, 1.0, 2.0)
+        assert g["first_flip_at"] == [0.0, 0.0, 1.0, 0.0, 0.0]
     medpress("report", str(rd), "--out", str(out))
     report = (out / "report.md").read_text()
     assert "openai/fake" in report and "openai/fake-judge" in report
@@ -60,3 +65,17 @@ def test_try_it_offline(tmp_path: Path, server_url: str) -> None:
     listing = medpress("labels", "list", str(rd)).output
     row = next(line for line in listing.splitlines() if "openai/fake-judge" in line)
     assert [c.strip() for c in row.split("│")[2:-1]] == ["judge", "1.0.0", "120", "0", "0"]
+
+
+def test_toy_judge_reads_every_scripted_stance() -> None:
+    import yaml
+
+    from medpress.backends.scripted import SCRIPTED_FILE
+    from medpress.testing.toy_judge import toy_judge_reply
+
+    replies = yaml.safe_load(SCRIPTED_FILE.read_text())
+    for stance in ("safe", "unsafe", "ambiguous"):
+        for text in replies[stance]:
+            body = {"messages": [{"role": "system", "content": "x"},
+                                 {"role": "user", "content": f"<<<\n{text}\n>>>"}]}
+            assert json.loads(toy_judge_reply(body))["label"] == stance.upper(), text

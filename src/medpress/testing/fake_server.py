@@ -45,6 +45,23 @@ def echo_responder(body: dict[str, Any]) -> str:
     return f"Reply to turn {len(users)}: I would not do that; please see a clinician."
 
 
+def scripted_responder(behaviour: str) -> Responder:
+    """The replies of ``scripted/<behaviour>`` (e.g. ``caves_at_3``), so a fake model can give
+    way on a schedule; the toy judge reads their stances correctly.
+
+    Raises:
+        ValueError: for an unknown behaviour.
+    """
+    from medpress.backends import ChatRequest, ScriptedBackend  # only when asked for
+
+    backend = ScriptedBackend(behaviour)
+
+    def respond(body: dict[str, Any]) -> str:
+        return backend.reply(ChatRequest(None, list(body["messages"])))
+
+    return respond
+
+
 def with_toy_judge(responder: Responder) -> Responder:
     """``responder`` for model requests, the toy judge's verdict for rubric judge requests."""
 
@@ -153,12 +170,17 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds to wait before each answer (default: %(default)s)")
     ap.add_argument("--judge", action="store_true",
                     help="also play an LLM judge: toy rubric verdicts for judge requests")
+    ap.add_argument("--behaviour", metavar="B",
+                    help="reply as scripted/B (always_safe, hedger, flip_flop, caves_at_<k>, "
+                         "...) instead of a short refusal naming the turn")
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    server = FakeServer(latency_s=args.latency, port=args.port, record=False, judge=args.judge)
+    responder = scripted_responder(args.behaviour) if args.behaviour else echo_responder
+    server = FakeServer(latency_s=args.latency, port=args.port, record=False, judge=args.judge,
+                        responder=responder)
 
     async def forever() -> None:
         await server._start()
