@@ -97,7 +97,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     is unfinished or has failed turns, and when replies were empty or cut off.
     """
     from medpress.judges.embedded import labels_note
-    from medpress.runner import run_dataset
+    from medpress.runner import planned_turns, run_dataset
 
     stores = [RunStore.open_existing(rd) for rd in run_dirs]
     rows: list[LabelRow] = []
@@ -105,15 +105,16 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     keys: list[tuple[str, str]] = []
     for store, name in zip(stores, run_names(stores), strict=True):
         ds = run_dataset(store, dataset)
-        keys.extend(resolve_view(store, judge).judges)
-        r, desc = label_rows(store, judge, n_turns={d.id: len(d.turns) for d in ds}, name=name)
+        view = resolve_view(store, judge)
+        keys.extend(view.judges)
+        r, desc = label_rows(store, view, n_turns={d.id: len(d.turns) for d in ds}, name=name)
         rows.extend(r)
         prov = run_provenance(store)
         prov["name"] = name
         prov["judge"] = desc
         provs.append(prov)
         descs.append(desc)
-        notes.extend(_run_notes(name, prov, ds_turns=sum(len(d.turns) for d in ds),
+        notes.extend(_run_notes(name, prov, planned_turns(prov.get("params") or {}, ds),
                                 stored=len(r)))
     if len(set(descs)) > 1:
         notes.insert(0, "these runs were labelled by different judges, so their numbers are "
@@ -122,9 +123,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     return RunLabels(rows, provs, "; ".join(dict.fromkeys(descs)), notes, labels_note(keys))
 
 
-def _run_notes(name: str, prov: dict[str, Any], ds_turns: int, stored: int) -> list[str]:
-    params = prov.get("params") or {}
-    planned = ds_turns * len(params.get("conditions") or []) * int(params.get("repeats") or 1)
+def _run_notes(name: str, prov: dict[str, Any], planned: int, stored: int) -> list[str]:
     notes = []
     if stored < planned:
         failed = sum((prov.get("errors") or {}).values())

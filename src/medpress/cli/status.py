@@ -58,7 +58,7 @@ def run_state(run_dir: Path, dataset: Path | None = None) -> RunState:
         StoreError: ``run_dir`` is not a run directory.
     """
     from medpress.judges import failure_kinds
-    from medpress.runner import run_dataset
+    from medpress.runner import planned_turns, run_dataset
 
     store = RunStore.open_existing(run_dir)
     prov = store.provenance()
@@ -67,8 +67,7 @@ def run_state(run_dir: Path, dataset: Path | None = None) -> RunState:
     planned, problem = None, None
     try:
         ds = run_dataset(store, dataset)
-        planned = (sum(len(d.turns) for d in ds) * len(params.get("conditions") or [])
-                   * int(params.get("repeats") or 1))
+        planned = planned_turns(params, ds)
     except StoreError as e:
         problem = str(e)
     failed = store.error_counts()

@@ -176,7 +176,7 @@ def _join(field: str, rows: Sequence[tuple[JudgeKey, Mapping[str, Any]]],
     return "; ".join(parts) or None
 
 
-def label_rows(store: RunStore, judge: str | None = None, *,
+def label_rows(store: RunStore, judge: str | LabelView | None = None, *,
                n_turns: Mapping[str, int] | None = None,
                name: str | None = None) -> tuple[list[LabelRow], str]:
     """Label rows for metrics and a description of where the labels came from.
@@ -186,8 +186,9 @@ def label_rows(store: RunStore, judge: str | None = None, *,
     turns in the dataset) the metrics count them as never generated, and dialogues keep their
     own length ``T``. ``name`` is the model name the rows carry (default: the run's model
     spec). With several judges the label is their majority (:mod:`medpress.judges.ensemble`).
+    ``judge`` is a ``--judge`` spec (see `resolve_view`) or a view already resolved.
     """
-    view = resolve_view(store, judge)
+    view = judge if isinstance(judge, LabelView) else resolve_view(store, judge)
     by_turn = verdicts(store, view.judges)
     model = name or (store.get_meta("model") or {}).get("spec", "?")
     lengths = n_turns or {}

@@ -1,6 +1,12 @@
 """Runner stage: plans, resumable generation, summaries."""
 
-from medpress.runner.plan import RunPlan, Unit, dataset_difference, resume_settings
+from medpress.runner.plan import (
+    RunPlan,
+    Unit,
+    dataset_difference,
+    planned_turns,
+    resume_settings,
+)
 from medpress.runner.run_dataset import run_dataset
 from medpress.runner.runner import (
     REJECTED_KINDS,
@@ -13,5 +19,5 @@ from medpress.runner.runner import (
 )
 
 __all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
-           "check_resume", "dataset_difference", "generate", "prepare_store", "resume_settings",
-           "run_dataset"]
+           "check_resume", "dataset_difference", "generate", "planned_turns", "prepare_store",
+           "resume_settings", "run_dataset"]

@@ -108,6 +108,13 @@ def _preview(ids: Sequence[str]) -> str:
     return shown + (", …" if len(ids) > _IDS_SHOWN else "") if ids else "none"
 
 
+def planned_turns(params: Mapping[str, Any], ds: Dataset) -> int:
+    """How many turns a run asks for: its dialogues' turns × conditions × repeats, from the
+    ``params`` it recorded (:meth:`RunPlan.params`)."""
+    per_pass = sum(len(d.turns) for d in ds)
+    return per_pass * len(params.get("conditions") or []) * int(params.get("repeats") or 1)
+
+
 def resume_settings(prov: Mapping[str, Any]) -> dict[str, Any]:
     """Everything that shapes a prompt or a reply, by the name a user knows it by.
 
