@@ -121,7 +121,7 @@ def test_judge_check_on_references(
     server = fake_server(responder=judge)
     res = invoke("judge-check", "--judge", "openai/j", "--judge-base-url", server.base_url,
                  "--dataset", str(dataset), "--json")
-    r = json.loads(res.output)
+    r = json.loads(res.output)["sets"]["references"]
     assert r["n"] == 27 and r["unjudged"] == 0
     assert r["accuracy"] == pytest.approx(2 / 3)
     assert r["confusion"]["AMBIGUOUS"] == {"SAFE": 9, "UNSAFE": 0, "AMBIGUOUS": 0}

@@ -234,7 +234,7 @@ def test_old_concurrency_name_still_works(judged_run: Path, dataset: Path,
     assert res.exit_code == 2 and "--judge-concurrency must be at least 1" in res.output
     res = invoke("judge-check", "--judge", "openai/toy", "--judge-base-url", url, "--dataset",
                  str(dataset), "--concurrency", "2", "--json")
-    assert res.exit_code == 0 and json.loads(res.stdout)["n"] == 18
+    assert res.exit_code == 0 and json.loads(res.stdout)["sets"]["references"]["n"] == 18
 
 
 def test_testing_entry_point_help() -> None:

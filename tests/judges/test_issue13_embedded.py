@@ -160,18 +160,21 @@ def test_judge_check_scores_the_embedded_judge_on_held_out_dialogues_only(
     labels = write_jsonl(root / "labels.jsonl", rows)
     args = ["judge-check", "--judge", "embedded", "--dataset", str(ds.paths[0]), "--json"]
     res = runner.invoke(app, [*args, "--labels", str(labels)], catch_exceptions=False)
-    report = json.loads(res.stdout)
+    report = json.loads(res.stdout)["sets"]["labels.jsonl"]
     n_train = len(ds) - len(held)
     assert report["n"] == len(held)
     assert report["scope"] == (f"held-out dialogues only; {n_train} items of training "
                                "dialogues left out (--include-train)")
     res = runner.invoke(app, [*args, "--labels", str(labels), "--include-train"],
                         catch_exceptions=False)
-    report = json.loads(res.stdout)
+    report = json.loads(res.stdout)["sets"]["labels.jsonl"]
     assert report["n"] == len(ds)
-    assert f"INCLUDES {n_train} items of training dialogues" in report["judge"]
-    res = runner.invoke(app, args, catch_exceptions=False)  # the references: held-out too
-    assert json.loads(res.stdout)["n"] == 3 * len(held)
+    assert f"INCLUDES {n_train} items of training dialogues" in report["scope"]
+    # the references: held-out too; a user's set has no hard set or real replies (skipped)
+    res = runner.invoke(app, args, catch_exceptions=False)
+    got = json.loads(res.stdout)
+    assert got["sets"]["references"]["n"] == 3 * len(held)
+    assert got["skipped"] == ["hard", "real"]
     res = runner.invoke(app, ["judge-check", "--judge", "openai/x", "--include-train"])
     assert res.exit_code == 2 and "only applies to --judge embedded" in out(res)
 

@@ -269,4 +269,4 @@ def test_judge_check_judges_in_the_real_context_and_counts_stand_ins(
     assert "r1" in prompts["r2"] and "safe reply" not in prompts["r2"]
     assert "safe reply" in prompts["y2"]
     res = runner.invoke(app, [*args, "--json"], catch_exceptions=False)
-    assert json.loads(res.stdout)["reference_context_items"] == 1
+    assert json.loads(res.stdout)["sets"]["l.jsonl"]["reference_context_items"] == 1

@@ -14,9 +14,11 @@ from medpress.cli.common import clean_errors, console, fail
 from medpress.dataset import (
     DATA_DIR,
     FAMILIES,
+    MAX_LENGTH_SEPARATION,
     NEAR_DUP_THRESHOLD,
     lint,
     load_dataset,
+    load_hard_set,
     resolve_dataset,
     stats,
 )
@@ -39,14 +41,20 @@ def lint_cmd(
     path: Annotated[Path | None, typer.Argument(help="Set to lint (default: shipped set)")] = None,
     target: Annotated[int | None, typer.Option(
         help="Dialogues expected per family (default: the manifest's, else 200)")] = None,
+    hard_set: Annotated[Path | None, typer.Option(
+        help="Judge-validation rows for this set, a JSONL file or folder (default: the shipped "
+             "hard set when linting the shipped set, none otherwise)")] = None,
 ) -> None:
-    """Apply the shipped set's stricter rules: pressures, references, caps, counts, near-dups."""
+    """Apply the shipped set's stricter rules: pressures, references, caps, counts, near-dups,
+    sources, locales, deferral wording, and the hard judge-validation set's rules."""
     ds = resolve_dataset(path)
     if target is None:
         manifest = (path or DATA_DIR) / MANIFEST_NAME
         meta = yaml.safe_load(manifest.read_text()) if manifest.is_file() else {}
         target = int(meta.get("target_per_family", 200))
-    report = lint(list(ds), target_per_family=target)
+    rows = (load_hard_set([hard_set]).rows if hard_set is not None
+            else load_hard_set().rows if path is None else None)
+    report = lint(list(ds), target_per_family=target, hard_set=rows)
     table = Table(title=f"{ds.name} {ds.version}: dialogues per family")
     table.add_column("family")
     table.add_column("dialogues", justify="right")
@@ -56,6 +64,11 @@ def lint_cmd(
         n_topics = len({d.topic for d in ds if d.family == fam})
         table.add_row(fam, str(report.family_counts.get(fam, 0)), str(target), str(n_topics))
     console.print(table)
+    if report.length_separation:
+        worst = ", ".join(f"{k} {v:.2f}" for k, v in report.length_separation.items())
+        console.print(f"hard set: {report.hard_rows} rows; best word-count cut's balanced "
+                      f"accuracy over references + hard set: {worst} (max "
+                      f"{MAX_LENGTH_SEPARATION})")
     for issue in report.issues:
         console.print(f"[red]✗[/] {escape(str(issue))}", highlight=False, soft_wrap=True)
     if not report.ok:

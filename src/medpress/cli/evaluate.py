@@ -16,26 +16,33 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from medpress.backends import Reasoning, get_backend
+from medpress.cli.checks import (
+    SETS,
+    embedded_held_out,
+    embedded_scope,
+    print_check,
+    validation_sets,
+)
 from medpress.cli.common import at_least, clean_errors, console, err_console, fail, interrupted
-from medpress.dataset import Dataset, resolve_dataset
+from medpress.dataset import resolve_dataset
 from medpress.judges import (
     ENSEMBLE,
     IMPORT_VERSION,
     GoldFileError,
-    GoldItem,
     Judge,
     JudgeSummary,
     Judgment,
+    classification_report,
     cohen_kappa,
     disagreements,
     fleiss_kappa,
     get_judge,
     import_labels,
     judge_run,
+    kind_report,
     label_agreement,
     label_file_items,
     pairwise_labels,
-    reference_items,
     run_check,
 )
 from medpress.judges.labels_import import remove_labels
@@ -351,6 +358,8 @@ def train_embedded_cmd(
                   f"{len(meta['train_ids'])} train / {len(meta['held_out_ids'])} held-out "
                   "dialogues (split by topic group)")
     print_check({**meta["held_out"], "judge": "embedded (held-out references)"})
+    if "held_out_hard" in meta:
+        print_check({**meta["held_out_hard"], "judge": "embedded (held-out hard set)"})
     for key in ("real_replies", "real_replies_extra"):
         if key in meta:
             print_check({**meta[key], "judge": f"embedded ({meta[key]['file']})"})
@@ -361,7 +370,10 @@ def judge_check_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec")],
     judge_base_url: Annotated[str | None, typer.Option(help="Server for an openai/ judge")] = None,
     labels: Annotated[Path | None, typer.Option(
-        help="Labelled replies, CSV or JSONL (docs/labels.md)")] = None,
+        help="Labelled replies, CSV or JSONL (docs/labels.md), instead of the packaged sets"
+    )] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="references | hard | real (repeatable; default: all three)")] = None,
     dataset: Annotated[Path | None, typer.Option(help="Dialogues (default: shipped)")] = None,
     concurrency: JudgeConcOpt = 16,
     old_concurrency: Annotated[int | None, typer.Option(
@@ -373,114 +385,79 @@ def judge_check_cmd(
         "(training fit, not a held-out figure)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Measure a judge against known labels (default: the dataset's references).
+    """Measure a judge against known labels, each set reported apart: the dataset's
+    references, the hard judge-validation set (per kind of hard case too) and hand-labelled
+    real replies; or a --labels file of your own.
 
-    The embedded judge is scored on its held-out dialogues only, unless --include-train.
+    The embedded judge is scored on its held-out dialogues only, unless --include-train. A set
+    with no item for the dataset (a user's set has no hard set) is skipped and said so. JSON:
+    {"judge": …, "sets": {name: report}}.
     """
     if old_concurrency is not None:
         concurrency = old_concurrency
     if include_train and judge != EMBEDDED:
         raise ValueError("--include-train only applies to --judge embedded")
+    if labels is not None and sets:
+        raise ValueError("--set chooses among the packaged sets; it cannot go with --labels")
     urls = [judge_base_url] if judge_base_url is not None else None
     check_judge_options([judge], urls, concurrency)
     reasoning = check_judge_settings([judge], judge_reasoning, judge_max_tokens)
-    preflight_judges([judge], urls)
     ds = resolve_dataset(dataset)
     try:
-        gold = label_file_items(labels, ds) if labels else reference_items(ds)
+        golds = ({labels.name: label_file_items(labels, ds)} if labels is not None
+                 else validation_sets(ds, sets or list(SETS)))
     except GoldFileError as e:
         raise ValueError(str(e)) from None
-    scope = None
+    scopes: dict[str, str] = {}
     if judge == EMBEDDED:
-        gold, scope = embedded_scope(gold, embedded_held_out(ds, include_train), include_train)
-    report, judgments = run_check(
+        held = embedded_held_out(ds, include_train)
+        for name in list(golds):
+            golds[name], scopes[name] = embedded_scope(golds[name], held, include_train)
+    skipped = [name for name, gold in golds.items() if not gold]
+    if skipped and (labels is not None or sets):
+        raise ValueError(f"nothing to score in {', '.join(skipped)}" + (
+            ": no item is of a dialogue the embedded judge held out (--include-train scores "
+            "them anyway, as training fit)" if judge == EMBEDDED else " for this dataset"))
+    golds = {name: gold for name, gold in golds.items() if gold}
+    if not golds:
+        raise ValueError("nothing to score: no set has an item for this dataset")
+    preflight_judges([judge], urls)
+    everything = [g for gold in golds.values() for g in gold]
+    _, judgments = run_check(
         get_judge(judge, base_url=judge_base_url, concurrency=concurrency,
                   reasoning=reasoning, max_tokens=judge_max_tokens),
-        gold)
-    stand_in = sum(g.stand_in for g in gold) if labels else 0
-    if scope is not None:
-        report["scope"] = scope
-        report["judge"] = f"{report['judge']} ({scope})"
-    if labels:
-        report["reference_context_items"] = stand_in
+        everything)
+    reports: dict[str, dict[str, Any]] = {}
+    at = 0
+    for name, gold in golds.items():
+        mine = judgments[at : at + len(gold)]
+        at += len(gold)
+        report = classification_report([g.gold for g in gold], [j.label for j in mine], LABELS)
+        if any(g.kind for g in gold):
+            report["by_kind"] = kind_report(gold, mine)
+        if name in scopes:
+            report["scope"] = scopes[name]
+        if labels is not None:
+            report["reference_context_items"] = sum(g.stand_in for g in gold)
+        reports[name] = report
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({"judge": judge, "sets": reports, "skipped": skipped}, indent=2))
         return
-    print_check(report)
-    if stand_in:
-        console.print(f"context: reference replies stand in for earlier turns in {stand_in} "
-                      "items (the labels file has no history for them)")
+    for name, report in reports.items():
+        what = SETS.get(name, "your labels file")
+        scope = f" ({report['scope']})" if "scope" in report else ""
+        console.print(f"\n[bold]{name}[/]: {what}{scope}", highlight=False)
+        print_check({**report, "judge": judge})
+        if report.get("reference_context_items"):
+            console.print(f"context: reference replies stand in for earlier turns in "
+                          f"{report['reference_context_items']} items (the labels file has "
+                          "no history for them)")
+    for name in skipped:
+        console.print(f"{name}: no item for this dataset"
+                      + (" among the judge's held-out dialogues" if judge == EMBEDDED else "")
+                      + "; skipped")
     if (why := failure_line(judgments)) is not None:
         console.print(f"[yellow]{escape(f'{judge}: {why}')}[/]", highlight=False)
-
-
-def embedded_scope(gold: list[GoldItem], held_out: list[str], include_train: bool
-                   ) -> tuple[list[GoldItem], str]:
-    """The items the embedded judge is scored on, and a phrase saying which they are.
-
-    Held-out dialogues only, unless ``include_train``: then all, marked as including training
-    dialogues (training fit is not a held-out figure). An item of a dialogue the split does not
-    know (a user's set) counts as training.
-
-    Raises:
-        ValueError: when no item is of a held-out dialogue and ``include_train`` is off.
-    """
-    held = set(held_out)
-    n_train = sum(g.dialogue_id not in held for g in gold)
-    if include_train:
-        return gold, (f"INCLUDES {n_train} items of training dialogues: not a held-out figure"
-                      if n_train else "held-out dialogues only")
-    kept = [g for g in gold if g.dialogue_id in held]
-    if not kept:
-        raise ValueError("none of these items is of a dialogue the embedded judge held out; "
-                         "--include-train scores them anyway (training fit, not held-out)")
-    return kept, ("held-out dialogues only" + (f"; {n_train} items of training dialogues left "
-                                               "out (--include-train)" if n_train else ""))
-
-
-def embedded_held_out(ds: Dataset, include_train: bool = False) -> list[str]:
-    """The embedded judge's held-out ids: it is only ever scored on dialogues it never saw.
-
-    For a dataset the cached model was not trained on, no id is known to be held out: that
-    is an error, unless ``include_train`` (then every item counts as training).
-
-    Raises:
-        ValueError: for another dataset without ``include_train``.
-    """
-    from medpress.judges.embedded import EmbeddedModel, default_model_dir
-
-    meta = EmbeddedModel.load(default_model_dir()).meta
-    if meta["dataset"]["hash"] != ds.content_hash:
-        if include_train:
-            return []
-        raise ValueError("the embedded judge was trained on another version of this dataset, "
-                         "so its held-out dialogues are unknown; retrain it (medpress judge "
-                         "train-embedded --dataset …) or score everything with --include-train")
-    return list(meta["held_out_ids"])
-
-
-def print_check(report: dict[str, object]) -> None:
-    def f(x: object) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
-
-    console.print(f"[bold]{report['judge']}[/]: n={report['n']}  accuracy {f(report['accuracy'])}"
-                  f"  macro-F1 {f(report['macro_f1'])}  κ {f(report['kappa'])}  "
-                  f"unjudged {report['unjudged']}")
-    table = Table(title="per class")
-    for col in ("class", "precision", "recall", "F1", "support"):
-        table.add_column(col, justify="right")
-    per = report["per_class"]
-    for c in LABELS:
-        p = per[c]  # type: ignore[index]
-        table.add_row(c, f(p["precision"]), f(p["recall"]), f(p["f1"]), str(p["support"]))
-    console.print(table)
-    conf = Table(title="confusion (rows gold, columns predicted)")
-    conf.add_column("gold")
-    for c in LABELS:
-        conf.add_column(c, justify="right")
-    for g in LABELS:
-        conf.add_row(g, *(str(report["confusion"][g][p]) for p in LABELS))  # type: ignore[index]
-    console.print(conf)
 
 
 @clean_errors

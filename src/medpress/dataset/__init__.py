@@ -1,6 +1,22 @@
 """Dataset stage: schema, loaders, the shipped set, selection, lint and stats."""
 
-from medpress.dataset.lint import NEAR_DUP_THRESHOLD, LintIssue, LintReport, lint, near_duplicates
+from medpress.dataset.judge_validation import (
+    JUDGE_VALIDATION_DIR,
+    HardKind,
+    HardRow,
+    HardSet,
+    load_hard_set,
+    load_kinds,
+    load_shipped_hard_set,
+)
+from medpress.dataset.lint import (
+    MAX_LENGTH_SEPARATION,
+    NEAR_DUP_THRESHOLD,
+    LintIssue,
+    LintReport,
+    lint,
+    near_duplicates,
+)
 from medpress.dataset.loader import (
     Dataset,
     DatasetError,
@@ -21,12 +37,15 @@ from medpress.dataset.schema import (
     Turn,
 )
 from medpress.dataset.selection import sample_ids, select, starter_ids
-from medpress.dataset.shipped import DATA_DIR, load_shipped, resolve_dataset
+from medpress.dataset.shipped import DATA_DIR, is_shipped, load_shipped, resolve_dataset
 from medpress.dataset.stats import stats
+from medpress.dataset.vocab import Vocab, load_vocab
 
 __all__ = [
     "DATA_DIR",
     "FAMILIES",
+    "JUDGE_VALIDATION_DIR",
+    "MAX_LENGTH_SEPARATION",
     "NEAR_DUP_THRESHOLD",
     "PRESSURES",
     "REFERENCE_KINDS",
@@ -34,18 +53,27 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Dialogue",
+    "HardKind",
+    "HardRow",
+    "HardSet",
     "LintIssue",
     "LintReport",
     "Problem",
     "References",
     "Turn",
+    "Vocab",
     "content_hash",
     "dump_jsonl",
     "dump_yaml",
+    "is_shipped",
     "lint",
     "load_dataset",
+    "load_hard_set",
+    "load_kinds",
     "load_records",
     "load_shipped",
+    "load_shipped_hard_set",
+    "load_vocab",
     "near_duplicates",
     "resolve_dataset",
     "sample_ids",

@@ -50,7 +50,12 @@ class References(_Strict):
 
 
 class Dialogue(_Strict):
-    """A dialogue record. ``references`` is optional in user sets, required by the linter."""
+    """A dialogue record. ``references`` is optional in user sets, required by the linter.
+
+    ``locale`` (optional: ``US``, ``UK``, ``AU`` …, listed in ``data/lint/locales.yaml``) says
+    where the patient is; the linter checks that the services, emergency numbers and source
+    body the record names fit it.
+    """
 
     id: NonEmpty = Field(min_length=1)
     family: Family
@@ -61,6 +66,7 @@ class Dialogue(_Strict):
     rationale: NonEmpty = Field(min_length=1)
     source: NonEmpty = Field(min_length=1)
     urgency: Urgency
+    locale: NonEmpty | None = None
     turns: list[Turn] = Field(min_length=1)
     references: References | None = None
 

@@ -2,7 +2,9 @@
 
 By default the known labels are the dataset's own ``references``: each is placed as the reply
 to the dialogue's last turn, and the earlier assistant turns are the dialogue's ``safe``
-reference (a model that held firm so far).
+reference (a model that held firm so far). The hard judge-validation set
+(:mod:`medpress.dataset.judge_validation`) is placed the same way at its row's turn: the
+earlier replies held firm, so the row's reply is the one that may give way.
 
 A user's ``--labels`` file is judged in the context a real run gives the judge: turns
 1..``turn`` of the dialogue with the model's own earlier replies, taken from the row's
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medpress.dataset import Dataset, Dialogue
+from medpress.dataset import Dataset, Dialogue, HardRow
 from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
 from medpress.metrics import LABELS, LabelFileError, LabelRecord, read_label_records
@@ -37,6 +39,7 @@ class GoldItem:
     topic: str = ""
     dialogue_id: str = ""
     stand_in: bool = False
+    kind: str = ""  # a hard-set row's kind; "" for references and labels-file rows
 
 
 class GoldFileError(ValueError):
@@ -72,6 +75,40 @@ def reference_items(ds: Dataset) -> list[GoldItem]:
             out.append(GoldItem(item, kind.upper(), d.family, d.topic, d.id,
                                 stand_in=len(d.turns) > 1))
     return out
+
+
+def hard_set_items(ds: Dataset, rows: Sequence[HardRow]) -> list[GoldItem]:
+    """One gold item per hard-set row of a dialogue in ``ds`` (rows of other dialogues are
+    left out), placed at the row's turn after ``safe``-reference replies."""
+    dialogues = ds.by_id()
+    out = []
+    for r in rows:
+        d = dialogues.get(r.dialogue_id)
+        if d is None or r.turn > len(d.turns):
+            continue
+        item = JudgeItem(r.id, d.card, context(d, r.turn), r.reply)
+        out.append(GoldItem(item, r.label, d.family, d.topic, d.id, kind=r.kind))
+    return out
+
+
+def kind_report(gold: Sequence[GoldItem], judgments: Sequence[Judgment]) -> dict[str, Any]:
+    """Per hard-set kind: its gold label, n, share judged correctly (over judged items), the
+    predicted-label counts and the unjudged count. Items without a kind are left out."""
+    out: dict[str, Any] = {}
+    for g, j in zip(gold, judgments, strict=True):
+        if not g.kind:
+            continue
+        row = out.setdefault(g.kind, {"label": g.gold, "n": 0, "unjudged": 0,
+                                      "predicted": dict.fromkeys(LABELS, 0)})
+        row["n"] += 1
+        if j.label is None:
+            row["unjudged"] += 1
+        else:
+            row["predicted"][j.label] += 1
+    for row in out.values():
+        judged = row["n"] - row["unjudged"]
+        row["accuracy"] = row["predicted"][row["label"]] / judged if judged else None
+    return dict(sorted(out.items()))
 
 
 def _history(value: object, turn: int, where: str) -> list[Prior]:
@@ -225,6 +262,8 @@ def run_check(judge: Judge, gold: Sequence[GoldItem]) -> tuple[dict[str, Any], l
     judgments = [results[g.item.key] for g in gold]
     report = classification_report([g.gold for g in gold], [j.label for j in judgments], LABELS)
     report["judge"] = judge.name
+    if any(g.kind for g in gold):
+        report["by_kind"] = kind_report(gold, judgments)
     return report, judgments
 
 

@@ -14,10 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from medpress.dataset import Dataset
+from medpress.dataset import Dataset, is_shipped, load_shipped_hard_set
 from medpress.judges.agreement import classification_report
 from medpress.judges.base import Judge, JudgeItem, Judgment
-from medpress.judges.check import GoldItem, label_file_items, reference_items
+from medpress.judges.check import (
+    GoldItem,
+    hard_set_items,
+    kind_report,
+    label_file_items,
+    reference_items,
+)
 from medpress.judges.embedded.model import (
     HASH_CHARS,
     META_ARCHIVE,
@@ -57,10 +63,20 @@ def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
     return [as_example(g) for g in reference_items(ds) if g.dialogue_id in keep]
 
 
+def hard_examples(ds: Dataset, ids: Iterable[str]) -> list[GoldItem]:
+    """The shipped hard set's rows of dialogues in ``ids`` (none for any set but the shipped
+    one, whose ids may name other dialogues)."""
+    if not is_shipped(ds):
+        return []
+    keep = set(ids)
+    return [g for g in hard_set_items(ds, load_shipped_hard_set().rows) if g.dialogue_id in keep]
+
+
 def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
-    """Identifies the extra training data and the split's groups, so a stale model is noticed
-    and retrained."""
+    """Identifies the extra training data (real replies, hard set) and the split's groups, so
+    a stale model is noticed and retrained."""
     blob = real_replies.read_bytes() if real_replies is not None and real_replies.is_file() else b""
+    blob += load_shipped_hard_set().content_hash.encode()
     digest = hashlib.sha256(blob + load_groups().sha256.encode()).hexdigest()[:16]
     return f"{VERSION}:{digest}"
 
@@ -84,11 +100,13 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
                    progress: Callable[[str], None] | None = None,
                    real_replies: Path | None = REAL_REPLIES,
                    real_check: Path | None = HELD_OUT_REPLIES) -> dict[str, Any]:
-    """Train on the train split (references plus hand-labelled real replies), score the
-    held-out split, save; returns meta. Nothing of the held-out split trains it.
+    """Train on the train split (references, hard-set rows and hand-labelled real replies),
+    score the held-out split, save; returns meta. Nothing of the held-out split trains it.
 
     The split is by topic group (:func:`~medpress.judges.embedded.split.group_split`). Meta
-    keys with scores: ``held_out`` (held-out references); ``real_replies`` (``real_check``,
+    keys with scores: ``held_out`` (held-out references); ``held_out_hard`` (the hard set's
+    rows of held-out dialogues, with ``by_kind``; absent for a set without them);
+    ``real_replies`` (``real_check``,
     by default the packaged ``smollm2_heldout.jsonl``, restricted to held-out dialogues, with
     ``left_out_training_rows``; absent when ``real_check`` is None, missing or has no held-out
     row); ``real_replies_extra`` (rows of ``real_replies`` whose dialogues are held out: never
@@ -102,7 +120,8 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
     real_file = real_replies if real_replies is not None and real_replies.is_file() else None
     # The packaged files label the shipped set: against a user's set their rows are skipped.
     real_train = labelled_examples(ds, real_file, train_ids, skip_unknown=True) if real_file else []
-    model = train(refs + real_train, seed=seed, progress=say)
+    hard_train = [as_example(g) for g in hard_examples(ds, train_ids)]
+    model = train(refs + hard_train + real_train, seed=seed, progress=say)
     say(TRAIN_STEPS[3])
     groups = load_groups()
     model.meta.update({
@@ -111,9 +130,18 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
                   "groups_sha256": groups.sha256[:16]},
         "train_ids": train_ids, "held_out_ids": test_ids,
         "held_out": scored(model, reference_examples(ds, test_ids)),
-        "n_train_references": len(refs), "n_train_real_replies": len(real_train),
+        "n_train_references": len(refs), "n_train_hard": len(hard_train),
+        "n_train_real_replies": len(real_train),
         "train_data": training_fingerprint(real_replies),
     })
+    if hard_test := hard_examples(ds, test_ids):
+        pred = model.predict([as_example(g) for g in hard_test])
+        judged = [Judgment(g.item.key, label) for g, (label, _) in zip(hard_test, pred,
+                                                                        strict=True)]
+        model.meta["held_out_hard"] = {
+            **classification_report([g.gold for g in hard_test], [j.label for j in judged],
+                                    LABELS),
+            "by_kind": kind_report(hard_test, judged)}
     extra = labelled_examples(ds, real_file, test_ids, skip_unknown=True) if real_file else []
     if real_file and extra:
         model.meta["real_replies_extra"] = scored(
@@ -138,14 +166,18 @@ def trust_note(meta: dict[str, Any] | None = None) -> str:
     """
     meta = meta or EmbeddedModel.load(default_model_dir()).meta
     ho = meta["held_out"]
+    hard = meta.get("held_out_hard")
+    on_hard = (f", {hard['macro_f1']:.2f} (UNSAFE recall "
+               f"{hard['per_class']['UNSAFE']['recall']:.2f}) on the hard validation set"
+               if hard else "")
     real = meta.get("real_replies")
     on_real = (f", macro-F1 {real['macro_f1']:.2f} and κ {real['kappa']:.2f} on {real['n']} "
                "hand-labelled SmolLM2 replies" if real else "")
     model = f" (model {meta['sha256'][:HASH_CHARS]})" if meta.get("sha256") else ""
     return (f"embedded judge {meta.get('version', VERSION)}{model}, held-out macro-F1 "
             f"{ho['macro_f1']:.2f} (UNSAFE recall {ho['per_class']['UNSAFE']['recall']:.2f}) on "
-            f"reference replies{on_real}; approximate — use an LLM judge for publishable "
-            "numbers")
+            f"reference replies{on_hard}{on_real}; approximate — use an LLM judge for "
+            "publishable numbers")
 
 
 def model_hash(rubric_version: str) -> str | None:

@@ -1,0 +1,126 @@
+"""What ``judge-check`` scores a judge on, and how its figures are printed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from medpress.cli.common import console
+from medpress.dataset import Dataset, is_shipped, load_shipped_hard_set
+from medpress.judges import GoldItem, hard_set_items, label_file_items, reference_items
+from medpress.metrics import LABELS
+
+# The sets judge-check scores by default, in the order it prints them.
+SETS: dict[str, str] = {
+    "references": "the dataset's references (safe / unsafe / ambiguous reply to the last turn)",
+    "hard": "the hard judge-validation set (caveated permission, urgency downgrades, long "
+            "hedges, short safe replies … at turns 2-5)",
+    "real": "hand-labelled replies of a real model (SmolLM2-135M), packaged",
+}
+
+
+def validation_sets(ds: Dataset, names: Sequence[str]) -> dict[str, list[GoldItem]]:
+    """Gold items of each named set (keys of :data:`SETS`). ``hard`` and ``real`` label the
+    shipped set's dialogues: for any other set (:func:`~medpress.dataset.is_shipped`) they
+    are empty.
+
+    ``real`` reads both packaged SmolLM2 files (the held-out one first; a row id in both is
+    taken once).
+    """
+    out: dict[str, list[GoldItem]] = {}
+    for name in names:
+        if name not in SETS:
+            raise ValueError(f"--set: unknown set {name!r} (known: {', '.join(SETS)})")
+        if name == "references":
+            out[name] = reference_items(ds)
+        elif not is_shipped(ds):
+            out[name] = []
+        elif name == "hard":
+            out[name] = hard_set_items(ds, load_shipped_hard_set().rows)
+        else:
+            from medpress.judges.embedded import HELD_OUT_REPLIES, REAL_REPLIES
+
+            seen: set[object] = set()
+            items = []
+            for path in (HELD_OUT_REPLIES, REAL_REPLIES):
+                for g in label_file_items(path, ds, skip_unknown=True):
+                    if g.item.key not in seen:
+                        seen.add(g.item.key)
+                        items.append(g)
+            out[name] = items
+    return out
+
+
+def embedded_scope(gold: list[GoldItem], held_out: list[str], include_train: bool
+                   ) -> tuple[list[GoldItem], str]:
+    """The items the embedded judge is scored on, and a phrase saying which they are.
+
+    Held-out dialogues only, unless ``include_train``: then all, marked as including training
+    dialogues (training fit is not a held-out figure). An item of a dialogue the split does not
+    know (a user's set) counts as training. An empty list when no item is held out.
+    """
+    held = set(held_out)
+    n_train = sum(g.dialogue_id not in held for g in gold)
+    if include_train:
+        return gold, (f"INCLUDES {n_train} items of training dialogues: not a held-out figure"
+                      if n_train else "held-out dialogues only")
+    kept = [g for g in gold if g.dialogue_id in held]
+    return kept, ("held-out dialogues only" + (f"; {n_train} items of training dialogues left "
+                                               "out (--include-train)" if n_train else ""))
+
+
+def embedded_held_out(ds: Dataset, include_train: bool = False) -> list[str]:
+    """The embedded judge's held-out ids: it is only ever scored on dialogues it never saw.
+
+    For a dataset the cached model was not trained on, no id is known to be held out: that
+    is an error, unless ``include_train`` (then every item counts as training).
+
+    Raises:
+        ValueError: for another dataset without ``include_train``.
+    """
+    from medpress.judges.embedded import EmbeddedModel, default_model_dir
+
+    meta = EmbeddedModel.load(default_model_dir()).meta
+    if meta["dataset"]["hash"] != ds.content_hash:
+        if include_train:
+            return []
+        raise ValueError("the embedded judge was trained on another version of this dataset, "
+                         "so its held-out dialogues are unknown; retrain it (medpress judge "
+                         "train-embedded --dataset …) or score everything with --include-train")
+    return list(meta["held_out_ids"])
+
+
+def _f(x: object) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def print_check(report: dict[str, Any]) -> None:
+    """One agreement report: headline scores, per-class table, confusion, and per kind of
+    hard case when the report has them."""
+    console.print(f"[bold]{report['judge']}[/]: n={report['n']}  accuracy "
+                  f"{_f(report['accuracy'])}  macro-F1 {_f(report['macro_f1'])}  "
+                  f"κ {_f(report['kappa'])}  unjudged {report['unjudged']}")
+    table = Table(title="per class")
+    for col in ("class", "precision", "recall", "F1", "support"):
+        table.add_column(col, justify="right")
+    for c in LABELS:
+        p = report["per_class"][c]
+        table.add_row(c, _f(p["precision"]), _f(p["recall"]), _f(p["f1"]), str(p["support"]))
+    console.print(table)
+    conf = Table(title="confusion (rows gold, columns predicted)")
+    conf.add_column("gold")
+    for c in LABELS:
+        conf.add_column(c, justify="right")
+    for g in LABELS:
+        conf.add_row(g, *(str(report["confusion"][g][p]) for p in LABELS))
+    console.print(conf)
+    if kinds := report.get("by_kind"):
+        table = Table(title="per kind of hard case (share judged as its gold label)")
+        for col in ("kind", "gold", "n", "correct", *(f"→{c}" for c in LABELS), "unjudged"):
+            table.add_column(col, justify="right")
+        for kind, k in kinds.items():
+            table.add_row(kind, k["label"], str(k["n"]), _f(k["accuracy"]),
+                          *(str(k["predicted"][c]) for c in LABELS), str(k["unjudged"]))
+        console.print(table)
