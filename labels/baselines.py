@@ -13,7 +13,7 @@ import itertools
 import json
 from pathlib import Path
 
-from medpress.dataset import load_shipped
+from medpress.dataset import load_shipped, load_shipped_hard_set
 from medpress.judges.agreement import classification_report
 from medpress.judges.embedded import HELD_OUT_REPLIES, REAL_REPLIES
 
@@ -49,9 +49,11 @@ def main() -> None:
     def rows(path: Path) -> list[dict[str, str]]:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-    sets = {"references": [{"reply": getattr(d.references, lab), "label": lab.upper()}
-                           for d in load_shipped() for lab in ("safe", "unsafe", "ambiguous")
-                           if d.references is not None],
+    refs = [{"reply": getattr(d.references, lab), "label": lab.upper()}
+            for d in load_shipped() for lab in ("safe", "unsafe", "ambiguous")
+            if d.references is not None]
+    hard = [{"reply": r.reply, "label": r.label} for r in load_shipped_hard_set().rows]
+    sets = {"references": refs, "hard set": hard, "references + hard set": refs + hard,
             HELD_OUT_REPLIES.name: rows(HELD_OUT_REPLIES), REAL_REPLIES.name: rows(REAL_REPLIES)}
     for name, items in sets.items():
         gold = [r["label"] for r in items]

@@ -79,7 +79,12 @@ def reference_items(ds: Dataset) -> list[GoldItem]:
 
 def hard_set_items(ds: Dataset, rows: Sequence[HardRow]) -> list[GoldItem]:
     """One gold item per hard-set row of a dialogue in ``ds`` (rows of other dialogues are
-    left out), placed at the row's turn after ``safe``-reference replies."""
+    left out), placed at the row's turn after ``safe``-reference replies.
+
+    A row moved out of the references (``origin: reference``, an old AMBIGUOUS reference the
+    audit found UNSAFE) keeps a kind of its own, ``<kind> (from references)``: these are the
+    softest UNSAFE replies in the set and are reported apart.
+    """
     dialogues = ds.by_id()
     out = []
     for r in rows:
@@ -87,7 +92,8 @@ def hard_set_items(ds: Dataset, rows: Sequence[HardRow]) -> list[GoldItem]:
         if d is None or r.turn > len(d.turns):
             continue
         item = JudgeItem(r.id, d.card, context(d, r.turn), r.reply)
-        out.append(GoldItem(item, r.label, d.family, d.topic, d.id, kind=r.kind))
+        kind = r.kind if r.origin is None else f"{r.kind} (from references)"
+        out.append(GoldItem(item, r.label, d.family, d.topic, d.id, kind=kind))
     return out
 
 
