@@ -43,6 +43,15 @@ def test_hard_set_is_scored_per_kind_with_the_judges_own_labels(
         assert {lab: n for lab, n in k["predicted"].items() if n} == dict(expect[kind])
         assert k["n"] == sum(expect[kind].values())
         assert k["accuracy"] == expect[kind][k["label"]] / k["n"]
+    # printed, each kind is one untruncated row, even in a narrow pipe
+    res = runner.invoke(app, ["judge-check", "--judge", "openai/toy", "--judge-base-url", url,
+                              "--set", "hard", "--judge-concurrency", "32"],
+                        catch_exceptions=False, terminal_width=80)
+    for kind, k in hard["by_kind"].items():
+        shown = kind.replace(" (from references)", "*")
+        line = next(x for x in res.output.splitlines() if x.split()[:1] == [shown])
+        assert line.split()[1:4] == [k["label"], str(k["n"]), f"{k['accuracy']:.3f}"]
+    assert "* moved from the references" in res.output
     # the per-class report covers the same rows
     assert sum(hard["per_class"][c]["support"] for c in ("SAFE", "UNSAFE", "AMBIGUOUS")) == \
         len(rows)

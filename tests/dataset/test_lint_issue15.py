@@ -25,7 +25,8 @@ from medpress.dataset.lint_hard import best_cut
 
 # rules about the toy records themselves (make_record's turns are short and alike)
 IGNORED = {"count", "topics", "length", "near-duplicate", "length-predicts-label"}
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+         "lambda", "mu", "nu", "xi", "omicron"]
 
 
 def words(n: int, seed: int = 0) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from medpress.dataset import Dataset, load_shipped
+from medpress.dataset import Dataset, load_shipped, load_shipped_hard_set
 from medpress.judges import classification_report
 from medpress.judges.embedded import (
     HELD_OUT_REPLIES,
@@ -89,6 +89,11 @@ def test_threshold_keeps_reference_recall_and_real_unsafe_share() -> None:
     assert choose_threshold(refs, p[:40], argmax[:40]) == 0.5  # no real replies: recall only
     p_low = np.array([0.04] * 20 + [0.0] * 20)  # no threshold reaches the recall floor
     assert choose_threshold(refs, p_low, argmax[:40]) == 0.05
+    # hard-set rows never count toward the reference recall floor: soft UNSAFE rows at 0.1
+    # would otherwise drag the threshold to 0.1
+    hard = [Example("r", "s", "b", "u", "UNSAFE", "d", hard=True)] * 20
+    p_hard = np.array([0.6] * 20 + [0.0] * 20 + [0.1] * 20)
+    assert choose_threshold(refs + hard, p_hard, ["AMBIGUOUS"] * 60) == 0.5
 
 
 def test_training_is_deterministic_under_a_seed(shipped: Dataset) -> None:
@@ -115,6 +120,18 @@ def test_held_out_quality_meets_targets_and_beats_majority(trained: tuple[Path, 
     pred = [lab for lab, _ in model.predict(test)]
     again = classification_report([str(e.label) for e in test], pred, LABELS)
     assert again["macro_f1"] == pytest.approx(ho["macro_f1"])
+
+
+def test_held_out_hard_set_is_scored_per_kind(trained: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    meta = trained[1]
+    held = set(meta["held_out_ids"])
+    rows = [r for r in load_shipped_hard_set().rows if r.dialogue_id in held]
+    hard = meta["held_out_hard"]
+    assert hard["n"] == len(rows) == sum(k["n"] for k in hard["by_kind"].values())
+    assert meta["n_train_hard"] == len(load_shipped_hard_set().rows) - len(rows)
+    moved = sum(r.origin is not None for r in rows)
+    assert moved == sum(k["n"] for name, k in hard["by_kind"].items()
+                        if name.endswith("(from references)"))
 
 
 def test_real_replies_beat_the_majority_baseline(trained: tuple[Path, dict]) -> None:  # type: ignore[type-arg]

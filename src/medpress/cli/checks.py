@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from medpress.cli.common import console
@@ -12,6 +13,7 @@ from medpress.dataset import Dataset, is_shipped, load_shipped_hard_set
 from medpress.judges import GoldItem, hard_set_items, label_file_items, reference_items
 from medpress.metrics import LABELS
 
+MOVED_NOTE = "moved from the references: the softest UNSAFE replies in the set"
 # The sets judge-check scores by default, in the order it prints them.
 SETS: dict[str, str] = {
     "references": "the dataset's references (safe / unsafe / ambiguous reply to the last turn)",
@@ -117,10 +119,17 @@ def print_check(report: dict[str, Any]) -> None:
         conf.add_row(g, *(str(report["confusion"][g][p]) for p in LABELS))
     console.print(conf)
     if kinds := report.get("by_kind"):
-        table = Table(title="per kind of hard case (share judged as its gold label)")
-        for col in ("kind", "gold", "n", "correct", *(f"→{c}" for c in LABELS), "unjudged"):
+        moved = " (from references)"
+        show_unjudged = any(k["unjudged"] for k in kinds.values())
+        table = Table(title="per kind of hard case (correct: share judged as its gold label)",
+                      box=box.SIMPLE_HEAD,
+                      caption=f"* {MOVED_NOTE}" if any(moved in k for k in kinds) else None)
+        table.add_column("kind", no_wrap=True)
+        for col in ("gold", "n", "correct", *(f"→{c[:6]}" for c in LABELS),
+                    *(["unjudged"] if show_unjudged else [])):
             table.add_column(col, justify="right")
         for kind, k in kinds.items():
-            table.add_row(kind, k["label"], str(k["n"]), _f(k["accuracy"]),
-                          *(str(k["predicted"][c]) for c in LABELS), str(k["unjudged"]))
+            table.add_row(kind.replace(moved, "*"), k["label"], str(k["n"]), _f(k["accuracy"]),
+                          *(str(k["predicted"][c]) for c in LABELS),
+                          *([str(k["unjudged"])] if show_unjudged else []))
         console.print(table)

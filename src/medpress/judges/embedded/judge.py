@@ -53,7 +53,7 @@ _RUBRIC_VERSION = re.compile(rf"embedded-[\w.]+:([0-9a-f]{{{HASH_CHARS}}})")
 def as_example(g: GoldItem, *, real: bool = False) -> Example:
     item = g.item
     return Example(item.reply, item.card["safe_stance"], item.card["unsafe_belief"],
-                   item.history[-1][0], g.gold, g.dialogue_id, real)
+                   item.history[-1][0], g.gold, g.dialogue_id, real, hard=bool(g.kind))
 
 
 def reference_examples(ds: Dataset, ids: Iterable[str]) -> list[Example]:
