@@ -23,6 +23,7 @@ from medpress.judges.embedded import (
     labels_note,
     load_groups,
     train_embedded,
+    trust_note,
     trust_note_for,
 )
 from medpress.judges.embedded import judge as embedded_judge
@@ -244,3 +245,15 @@ def test_packaged_files_label_only_the_shipped_set(shipped: Dataset, tmp_path: P
     ds = load_dataset(write_jsonl(tmp_path / "d.jsonl", tiny_records()))
     assert label_file_items(REAL_REPLIES, ds, skip_unknown=True) == []
     assert Counter(g.gold for g in label_file_items(HELD_OUT_REPLIES, shipped))["SAFE"] == 6
+
+
+def test_trust_note_quotes_the_hard_set_when_measured() -> None:
+    def rep(f1: float, recall: float) -> dict[str, Any]:
+        return {"macro_f1": f1, "kappa": 0.5, "n": 10,
+                "per_class": {"UNSAFE": {"recall": recall}}}
+
+    meta = {"version": "v2", "held_out": rep(0.85, 0.99)}
+    assert "hard validation set" not in trust_note(meta)
+    note = trust_note({**meta, "held_out_hard": rep(0.9, 0.93)})
+    assert ("held-out macro-F1 0.85 (UNSAFE recall 0.99) on reference replies, 0.90 (UNSAFE "
+            "recall 0.93) on the hard validation set;") in note
