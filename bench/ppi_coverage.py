@@ -18,8 +18,8 @@ import argparse
 import time
 
 import numpy as np
-from _common import record
 
+from _common import record
 from medpress.metrics import LABELS, LabelRow, compute_groups
 from medpress.metrics.corrected import corrected_groups
 

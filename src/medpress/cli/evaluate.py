@@ -508,6 +508,51 @@ def labels_import_cmd(
                   f"{s.other_model} for other models (skipped)", highlight=False)
 
 
+@labels_app.command("sample")
+@clean_errors
+def labels_sample_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory")],
+    n: Annotated[int, typer.Option("-n", help="Dialogues to draw (condition x dialogue units; "
+                                              "all their turns and repeats)")],
+    seed: Annotated[int, typer.Option(help="Seed of the draw")] = 0,
+    by: Annotated[str | None, typer.Option(
+        help="Stratify by condition, family or condition,family")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Sheet path without suffix (default RUN_DIR/labelling/<sample id>)")] = None,
+    show_judge: Annotated[str | None, typer.Option(
+        help="Fill judge_label from this judge (default: hidden, so labellers work blind)")
+    ] = None,
+    dataset: Annotated[Path | None, typer.Option(help="The run's dialogues, if moved")] = None,
+) -> None:
+    """Draw a seeded random sample of a run's dialogues and write a labelling sheet.
+
+    The sheet (JSONL and CSV) has one row per turn, with the card, the user turn and the
+    reply; fill in `label` (and `failure_mode`) and bring it back with `labels import`. The
+    sampling design is stored in the run, so `metrics --gold LABELLER` can correct the
+    judge's figures with it (docs/metrics.md).
+    """
+    from medpress.judges.gold_sample import draw_sample, write_sheet
+    from medpress.judges.views import turn_labels
+
+    store = RunStore.open_existing(run_dir)
+    ds = run_dataset(store, dataset)
+    strata = [b.strip() for b in by.split(",")] if by else []
+    judged = None
+    if show_judge is not None:
+        labels, _ = turn_labels(store, show_judge)
+        judged = {k: v["label"] for k, v in labels.items()}
+    design = draw_sample(store, ds, n, seed=seed, by=strata)
+    jsonl, csv_path = write_sheet(store, ds, design, out or run_dir / "labelling" / design.id,
+                                  judged)
+    console.print(f"sample {design.id}: {len(design.units)} dialogue(s) of "
+                  f"{sum(design.stratum_sizes.values())}"
+                  + (f", stratified by {', '.join(strata)}" if strata else "")
+                  + f"; sheet: {jsonl} and {csv_path}", highlight=False)
+    console.print(f"next: fill in `label`, then medpress labels import {run_dir} {csv_path} "
+                  "--labeller NAME; medpress metrics "
+                  f"{run_dir} --gold NAME", highlight=False)
+
+
 @labels_app.command("list")
 @clean_errors
 def labels_list_cmd(run_dir: Annotated[Path, typer.Argument(help="Run directory")]) -> None:

@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.markup import escape
+from rich.table import Table
 
 from medpress.cli.common import clean_errors, console, short_spec
 from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import failure_kinds, label_rows, resolve_view
 from medpress.metrics import LabelRow, compute_groups, fit_metrics_table, read_labels
+from medpress.metrics.compute import ALL_FAMILIES
+from medpress.metrics.corrected import CorrectedGroup, Estimate
 from medpress.reports import write_report
 from medpress.store import RunStore
 
@@ -150,10 +154,19 @@ def metrics_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
     n_boot: BootOpt = 1000,
     seed: SeedOpt = 0,
+    gold: Annotated[str | None, typer.Option(
+        help="Correct the judge's figures with this labeller's (or judge's) labels on a sample "
+             "of the run (prediction-powered inference; docs/metrics.md)")] = None,
 ) -> None:
-    """UAR, SAR, AR, FR, ToF, NoF with bootstrap CIs per model x condition x family."""
+    """UAR, SAR, AR, FR, ToF, NoF with bootstrap CIs per model x condition x family.
+
+    With --gold, each group also gets the figures corrected for the judge's errors, beside
+    the judge-only and gold-only ones, and the judge's confusion matrix on the gold sample.
+    """
     if (run_dir is None) == (labels is None):
         raise ValueError("give either RUN_DIR or --labels FILE")
+    if gold is not None and run_dir is None:
+        raise ValueError("--gold needs RUN_DIR: the gold labels and the sample live in the run")
     notes: list[str] = []
     label_note = None
     if labels is not None:
@@ -172,12 +185,91 @@ def metrics_cmd(
                              if rows else "no labelled turns to measure")
         raise ValueError(no_labels_message([run_dir], judge))
     groups = compute_groups(rows, n_boot=n_boot, seed=seed)
+    corrected = {}
+    if gold is not None:
+        assert run_dir is not None
+        cgroups, gold_note = gold_corrected(run_dir, rows, gold, dataset, n_boot, seed)
+        notes.append(gold_note)
+        corrected = {(g.model, g.condition, g.family): g for g in cgroups}
     if as_json:
-        print(json.dumps({"labels": source, "notes": notes,
-                          "groups": [g.to_dict() for g in groups]}))
+        out = []
+        for g in groups:
+            d = g.to_dict()
+            if (c := corrected.get((g.model, g.condition, g.family))) is not None:
+                d.update(c.to_dict())
+            out.append(d)
+        print(json.dumps({"labels": source, "notes": notes, "groups": out}))
         return
     print_labels(RunLabels(rows, [], source, notes, label_note))
     console.print(fit_metrics_table(groups, console.width))
+    if corrected:
+        console.print(corrected_table(list(corrected.values()), str(gold)))
+
+
+def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
+                   dataset: Path | None, n_boot: int, seed: int
+                   ) -> tuple[list[CorrectedGroup], str]:
+    """Corrected groups of one run and a note saying which gold sample they rest on.
+
+    The sample is the run's latest drawn sample (``labels sample``) that ``gold`` labelled
+    any of (its labels outside that sample are left out); with none, every dialogue ``gold``
+    labelled, taken as a random sample.
+    """
+    from medpress.judges.gold_sample import designs
+    from medpress.metrics.corrected import corrected_groups
+
+    gold_rows = rows_from_runs([run_dir], gold, dataset).rows
+    labelled = {(r.condition, r.dialogue_id) for r in gold_rows if r.label is not None}
+    if not labelled:
+        raise ValueError(f"{gold!r} labelled nothing in {run_dir}")
+    name = judge_rows[0].model
+    drawn = [d for d in designs(RunStore.open_existing(run_dir)) if labelled & set(d.units)]
+    if not drawn:
+        return (corrected_groups(judge_rows, gold_rows, n_boot=n_boot, seed=seed),
+                f"corrected with {gold!r} on the {len(labelled)} dialogue(s) it labelled, "
+                "taken as a random sample (no `labels sample` design holds them)")
+    design = drawn[-1]
+    units = set(design.units)
+    outside = len(labelled - units)
+    groups = corrected_groups(
+        judge_rows, [r for r in gold_rows if (r.condition, r.dialogue_id) in units],
+        sample=[(name, c, d) for c, d in design.units],
+        strata={(name, *key.split("|", 1)): s  # type: ignore[misc]
+                for key, s in design.strata.items()},
+        n_boot=n_boot, seed=seed)
+    return groups, (f"corrected with {gold!r} on sample {design.id} ({len(units)} dialogues, "
+                    f"seed {design.seed}"
+                    + (f", stratified by {', '.join(design.by)}" if design.by else "") + ")"
+                    + (f"; {outside} labelled dialogue(s) outside it left out" if outside
+                       else ""))
+
+
+def _cell(e: Estimate, pct: bool) -> str:
+    def f(x: float) -> str:
+        return f"{100 * x:.1f}" if pct else f"{x:.2f}"
+
+    if e.estimate is None:
+        return "–"
+    return f(e.estimate) + ("%" if pct else "") + (f" [{f(e.ci[0])}, {f(e.ci[1])}]" if e.ci
+                                                    else "")
+
+
+def corrected_table(groups: list[CorrectedGroup], gold: str) -> Table:
+    """UAR, FR and ToF per model x condition (all families): judge-only, corrected and
+    gold-only, each with its interval."""
+    table = Table(title=f"judge-corrected figures (gold: {gold}; 95% intervals)",
+                  box=box.SIMPLE_HEAD)
+    for col in ("", "judge only", "corrected", "gold only"):
+        table.add_column(col, justify="left" if not col else "right")
+    for g in groups:
+        if g.family != ALL_FAMILIES:
+            continue
+        table.add_row(f"[bold]{escape(g.condition)}[/]", f"{g.n_dialogues} dialogues",
+                      f"{g.n_gold_dialogues} gold", "")
+        for metric, pct in (("UAR", True), ("FR", True), ("ToF", False)):
+            table.add_row(f"  {metric}", *(_cell(d[metric], pct) for d in
+                                           (g.judge_only, g.corrected, g.gold_only)))
+    return table
 
 
 def print_labels(runs: RunLabels) -> None:

@@ -98,9 +98,9 @@ def corrected_groups(
 
     ``sample`` lists the gold sample's units (default: every unit with a gold row). A unit of
     the sample with no gold row is an error (it was drawn but not labelled: leaving it out
-    would bias the estimate). ``strata`` maps each unit to its sampling stratum (default: one
-    stratum per group); a stratum with units but fewer than two gold units cannot be estimated,
-    and every figure of the group says so. Gold turns left unlabelled count as unjudged for
+    would bias the estimate). ``strata`` maps every unit, drawn or not, to its sampling
+    stratum (default: one stratum per group); a stratum with units but fewer than two gold
+    units cannot be estimated, and every figure of the group says so. Gold turns left unlabelled count as unjudged for
     the gold labeller. ``lambdas``: the power-tuning values tried (``(1.0,)`` is plain PPI);
     ``n_boot`` and ``seed`` are for the judge-only bootstrap.
 
@@ -110,6 +110,9 @@ def corrected_groups(
     """
     if not judge_rows:
         return []
+    # a unit the gold labeller has not labelled at all is not in the gold sample
+    labelled = {(r.model, r.condition, r.dialogue_id) for r in gold_rows if r.label is not None}
+    gold_rows = [r for r in gold_rows if (r.model, r.condition, r.dialogue_id) in labelled]
     jc = _clusters(judge_rows)
     keys = [_key(jc, i) for i in range(len(jc.dialogue))]
     index = {k: i for i, k in enumerate(keys)}
@@ -135,7 +138,9 @@ def corrected_groups(
         units = [i for i, k in enumerate(keys) if k[0] == model and k[1] == condition
                  and (family == ALL_FAMILIES or jc.families[int(jc.family[i])] == family)]
         lab = [i for i in units if keys[i] in in_sample]
-        strat = [strata.get(keys[i], "") if strata else "" for i in units]
+        if strata is not None and (lost := [keys[i] for i in units if keys[i] not in strata]):
+            raise ValueError(f"{len(lost)} dialogue run(s) have no stratum, e.g. {lost[0]}")
+        strat = [strata[keys[i]] if strata is not None else "" for i in units]
         f = jc.stats[units]
         y = np.full_like(f, np.nan)
         for row, i in enumerate(units):
