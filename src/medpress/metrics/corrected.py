@@ -100,9 +100,9 @@ def corrected_groups(
     the sample with no gold row is an error (it was drawn but not labelled: leaving it out
     would bias the estimate). ``strata`` maps every unit, drawn or not, to its sampling
     stratum (default: one stratum per group); a stratum with units but fewer than two gold
-    units cannot be estimated, and every figure of the group says so. Gold turns left unlabelled count as unjudged for
-    the gold labeller. ``lambdas``: the power-tuning values tried (``(1.0,)`` is plain PPI);
-    ``n_boot`` and ``seed`` are for the judge-only bootstrap.
+    units cannot be estimated, and every figure of the group says so. Gold turns left
+    unlabelled count as unjudged for the gold labeller. ``lambdas``: the power-tuning values
+    tried (``(1.0,)`` is plain PPI); ``n_boot`` and ``seed`` are for the judge-only bootstrap.
 
     Raises:
         ValueError: a sampled unit without gold rows, gold rows for a unit the judge rows do
