@@ -505,7 +505,9 @@ def labels_import_cmd(
                          "them and run the same command again (format: docs/labels.md)") from None
     console.print(f"{s.added} label(s) added as {labeller!r}; {s.kept_existing} already present "
                   f"(kept); {s.no_such_turn} for turns the run did not generate, "
-                  f"{s.other_model} for other models (skipped)", highlight=False)
+                  f"{s.other_model} for other models (skipped)"
+                  + (f", {s.other_reply} whose reply is not the run's (skipped: labels of "
+                     "another generation)" if s.other_reply else ""), highlight=False)
 
 
 @labels_app.command("sample")

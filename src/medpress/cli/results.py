@@ -18,7 +18,7 @@ from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import failure_kinds, label_rows, resolve_view
 from medpress.metrics import LabelRow, compute_groups, fit_metrics_table, read_labels
 from medpress.metrics.compute import ALL_FAMILIES
-from medpress.metrics.corrected import CorrectedGroup, Estimate
+from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_corrected
 from medpress.reports import write_report
 from medpress.store import RunStore
 
@@ -157,6 +157,10 @@ def metrics_cmd(
     gold: Annotated[str | None, typer.Option(
         help="Correct the judge's figures with this labeller's (or judge's) labels on a sample "
              "of the run (prediction-powered inference; docs/metrics.md)")] = None,
+    judge_errors: Annotated[str | None, typer.Option(
+        help="FILE[:SET]: without a gold sample, correct UAR/SAR/AR with the judge's confusion "
+             "matrix from a `judge-check --json` file (SET: which of its sets, default 'real' "
+             "if present); assumes the judge errs on this run as it did there")] = None,
 ) -> None:
     """UAR, SAR, AR, FR, ToF, NoF with bootstrap CIs per model x condition x family.
 
@@ -191,12 +195,21 @@ def metrics_cmd(
         cgroups, gold_note = gold_corrected(run_dir, rows, gold, dataset, n_boot, seed)
         notes.append(gold_note)
         corrected = {(g.model, g.condition, g.family): g for g in cgroups}
+    by_matrix: dict[tuple[str, str, str], dict[str, Estimate]] = {}
+    if judge_errors is not None:
+        confusion, where = read_confusion(judge_errors)
+        by_matrix = matrix_corrected(rows, confusion, n_boot=n_boot, seed=seed)
+        notes.append(f"matrix_corrected: UAR, SAR and AR corrected with the confusion matrix of "
+                     f"{where}, assuming the judge errs on these replies as it did there")
     if as_json:
         out = []
         for g in groups:
             d = g.to_dict()
-            if (c := corrected.get((g.model, g.condition, g.family))) is not None:
+            key = (g.model, g.condition, g.family)
+            if (c := corrected.get(key)) is not None:
                 d.update(c.to_dict())
+            if key in by_matrix:
+                d["matrix_corrected"] = {m: e.to_dict() for m, e in by_matrix[key].items()}
             out.append(d)
         print(json.dumps({"labels": source, "notes": notes, "groups": out}))
         return
@@ -204,6 +217,44 @@ def metrics_cmd(
     console.print(fit_metrics_table(groups, console.width))
     if corrected:
         console.print(corrected_table(list(corrected.values()), str(gold)))
+    if by_matrix:
+        table = Table(title="corrected with the judge's confusion matrix (UAR; 95% intervals)",
+                      box=box.SIMPLE_HEAD)
+        for col in ("model", "condition", "UAR judge", "UAR corrected"):
+            table.add_column(col)
+        for g in groups:
+            if g.family == ALL_FAMILIES:
+                judge_uar = Estimate(g.value("UAR"), g.interval("UAR"))
+                table.add_row(g.model, g.condition, _cell(judge_uar, True),
+                              _cell(by_matrix[(g.model, g.condition, g.family)]["UAR"], True))
+        console.print(table)
+
+
+def read_confusion(spec: str) -> tuple[dict[str, dict[str, int]], str]:
+    """The confusion matrix (rows gold, columns judge) in a ``judge-check --json`` file, as
+    ``FILE`` or ``FILE:SET``, and a phrase naming where it came from.
+
+    Raises:
+        ValueError: an unreadable file, an unknown set, or no confusion matrix in it.
+    """
+    path, _, want = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--judge-errors {path}: cannot read a judge-check JSON file ({e})"
+                         ) from None
+    sets = data.get("sets") if isinstance(data, dict) else None
+    if isinstance(sets, dict):
+        name = want or ("real" if "real" in sets else next(iter(sets), ""))
+        if name not in sets:
+            raise ValueError(f"--judge-errors {spec}: no set {name!r} (it has "
+                             f"{', '.join(sets)})")
+        data, where = sets[name], f"{data.get('judge', '?')} on {name} ({path})"
+    else:
+        where = path
+    if not isinstance(data, dict) or not isinstance(data.get("confusion"), dict):
+        raise ValueError(f"--judge-errors {spec}: no confusion matrix in it")
+    return data["confusion"], where
 
 
 def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,

@@ -106,20 +106,25 @@ def draw_sample(store: RunStore, ds: Dataset, n: int, *, seed: int = 0,
 
 
 def _allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
-    """Proportional allocation of ``n`` over strata (largest remainders), at least
-    ``MIN_PER_STRATUM`` per stratum where it has them and ``n`` allows."""
+    """Proportional allocation of ``n`` over strata (largest remainders); then each stratum is
+    raised to ``MIN_PER_STRATUM`` (or its size) where ``n`` allows, taken from the largest."""
     total = sum(sizes.values())
-    floor = {k: min(v, MIN_PER_STRATUM) if n >= MIN_PER_STRATUM * len(sizes) else 0
-             for k, v in sizes.items()}
-    left = n - sum(floor.values())
-    share = {k: (v - floor[k]) * left / max(total - sum(floor.values()), 1)
-             for k, v in sizes.items()}
-    out = {k: floor[k] + int(share[k]) for k in sizes}
+    share = {k: v * n / total for k, v in sizes.items()}
+    out = {k: int(share[k]) for k in sizes}
     for k in sorted(sizes, key=lambda k: (-(share[k] - int(share[k])), k)):
-        if sum(out.values()) >= n:
+        if sum(out.values()) == n:
             break
-        if out[k] < sizes[k]:
+        out[k] += 1
+    for k in sorted(sizes, key=lambda k: sizes[k]):
+        need = min(MIN_PER_STRATUM, sizes[k]) - out[k]
+        while need > 0:
+            donor = max((d for d in out if out[d] > min(MIN_PER_STRATUM, sizes[d])),
+                        key=lambda d: (out[d], d), default=None)
+            if donor is None:
+                break
+            out[donor] -= 1
             out[k] += 1
+            need -= 1
     return out
 
 

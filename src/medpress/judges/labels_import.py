@@ -21,12 +21,15 @@ _SHOW_IDS = 8
 @dataclass(frozen=True)
 class ImportSummary:
     """What an import did. ``no_such_turn``: rows for turns the run planned but has no reply
-    for (failed or not generated yet); ``other_model``: rows whose ``model`` is another run's."""
+    for (failed or not generated yet); ``other_model``: rows whose ``model`` is another run's;
+    ``other_reply``: rows whose ``reply`` is not the run's reply for that turn (labels of
+    another generation of it: never attached to this one)."""
 
     added: int
     kept_existing: int
     no_such_turn: int
     other_model: int = 0
+    other_reply: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class RunShape:
     repeats: int
     families: Mapping[str, str]
     lengths: Mapping[str, int]
-    generated: set[TurnKey] = field(default_factory=set)
+    generated: dict[TurnKey, str] = field(default_factory=dict)  # turn -> its reply
 
     @classmethod
     def of(cls, store: RunStore, ds: Dataset | None = None) -> RunShape:
@@ -60,7 +63,7 @@ class RunShape:
         conditions = params.get("conditions") or sorted({t["condition"] for t in turns})
         return cls(frozenset(str(m) for m in models), tuple(conditions),
                    int(params.get("repeats") or 1), families, lengths,
-                   {(t["condition"], t["repeat"], t["dialogue_id"], t["turn"])
+                   {(t["condition"], t["repeat"], t["dialogue_id"], t["turn"]): t["reply"] or ""
                     for t in turns if t["error"] is None})
 
 
@@ -72,8 +75,10 @@ def import_labels(store: RunStore, path: Path, labeller: str,
     0). ``model`` is optional: a row naming another model (not the run's spec nor its display
     name) is counted and skipped, so one file may hold several runs' labels. ``family`` and
     ``n_turns`` are optional and, when present, must match ``ds`` (the run's dialogues).
-    A row for a turn the run planned but never generated is counted and skipped, as is one
-    the same labeller already gave, blank or not (the stored row stays, so importing a file
+    A row for a turn the run planned but never generated is counted and skipped, as is a row
+    whose ``reply`` (when the file has one) differs from the run's reply for that turn (a label
+    of another generation, e.g. on another machine), and one the same labeller already gave,
+    blank or not (the stored row stays, so importing a file
     twice changes nothing). Nothing is stored unless the whole file is sound.
 
     Raises:
@@ -102,11 +107,14 @@ def import_labels(store: RunStore, path: Path, labeller: str,
                          f"{found}. Import it into the run of that model")
     existing = {(j["condition"], j["repeat"], j["dialogue_id"], j["turn"])
                 for j in store.iter_judgments(labeller) if j["rubric_version"] == IMPORT_VERSION}
-    added = kept = missing = 0
+    added = kept = missing = other_reply = 0
     for r in ours:
         key = _key(r)
+        reply = (r.fields or {}).get("reply")
         if key not in shape.generated:
             missing += 1
+        elif reply not in (None, "") and str(reply).strip() != shape.generated[key].strip():
+            other_reply += 1
         elif key in existing:
             kept += 1
         else:
@@ -122,8 +130,10 @@ def import_labels(store: RunStore, path: Path, labeller: str,
         raise ValueError(f"{path}: none of its {len(records)} row(s) is for a reply this run "
                          f"has ({missing} for turns not generated: failed or not run yet"
                          + (f"; {others} for other models" if others else "")
+                         + (f"; {other_reply} for other replies than the run's" if other_reply
+                            else "")
                          + "); resume the run with the command that started it, or check the file")
-    return ImportSummary(added, kept, missing, len(records) - len(ours))
+    return ImportSummary(added, kept, missing, len(records) - len(ours), other_reply)
 
 
 def check_labeller(store: RunStore, labeller: str) -> None:

@@ -260,3 +260,70 @@ def _confusion(judge_rows: Sequence[LabelRow], gold_rows: Sequence[LabelRow],
 
 def _tuple(interval: tuple[float, float] | None) -> tuple[float, float] | None:
     return None if interval is None else (float(interval[0]), float(interval[1]))
+
+
+def matrix_corrected(judge_rows: Sequence[LabelRow], confusion: Mapping[str, Mapping[str, int]],
+                     *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+                     ) -> dict[tuple[str, str, str], dict[str, Estimate]]:
+    """UAR, SAR and AR corrected with a judge's confusion matrix measured elsewhere, per
+    (model, condition, family) and (model, condition, "all"), when no gold sample of the run
+    exists. **Assumes the judge errs on this run as it did where the matrix was measured.**
+
+    With ``M[g][p] = P(judge says p | truth g)`` (rows of ``confusion`` normalised) and ``q``
+    the judge's pooled label shares, the true shares solve ``Mᵀ·π = q`` (Rogan–Gladen for
+    three classes); negatives are set to 0 and ``π`` renormalised. The interval is a
+    percentile bootstrap that redraws both the run's dialogues and each row of the matrix
+    (multinomial on its counts), so the matrix's own uncertainty is carried.
+
+    Raises:
+        ValueError: a label of ``confusion`` with no gold count (its row cannot be estimated).
+    """
+    counts = np.array([[float(confusion.get(g, {}).get(p, 0)) for p in LABELS] for g in LABELS])
+    if (empty := [g for g, row in zip(LABELS, counts, strict=True) if row.sum() == 0]):
+        raise ValueError(f"the confusion matrix has no gold {empty[0]} item: its error rates "
+                         "are unknown")
+    from .compute import _A, _S, _U
+
+    jc = _clusters(judge_rows)
+    rng = np.random.default_rng(seed)
+    n_g = counts.sum(1)
+    mats = [counts / n_g[:, None]] + [rng.multinomial(n_g.astype(int), counts / n_g[:, None])
+                                      / n_g[:, None] for _ in range(n_boot)]
+    keys = [_key(jc, i) for i in range(len(jc.dialogue))]
+    out: dict[tuple[str, str, str], dict[str, Estimate]] = {}
+    for (model, condition) in dict.fromkeys((k[0], k[1]) for k in keys):
+        fams = [ALL_FAMILIES, *sorted({jc.families[int(jc.family[i])] for i, k in
+                                       enumerate(keys) if k[:2] == (model, condition)})]
+        for family in fams:
+            idx = [i for i, k in enumerate(keys) if k[:2] == (model, condition)
+                   and (family == ALL_FAMILIES or jc.families[int(jc.family[i])] == family)]
+            per = jc.stats[idx][:, [_S, _U, _A]]
+            draws = [per.sum(0)] + [per[rng.integers(0, len(per), len(per))].sum(0)
+                                    for _ in range(n_boot)]
+            pis = [_solve(m, d) for m, d in zip(mats, draws, strict=True)]
+            est: dict[str, Estimate] = {}
+            for k, metric in enumerate(("SAR", "UAR", "AR")):
+                if pis[0] is None:
+                    est[metric] = Estimate(None, None, "the confusion matrix is singular")
+                    continue
+                boot = np.array([p[k] for p in pis[1:] if p is not None])
+                lo, hi = (np.quantile(boot, [(1 - level) / 2, (1 + level) / 2]) if boot.size
+                          else (np.nan, np.nan))
+                est[metric] = Estimate(float(pis[0][k]), None if not boot.size else
+                                       (float(lo), float(hi)))
+            out[(model, condition, family)] = est
+    return out
+
+
+def _solve(m: FloatArray, observed: FloatArray) -> FloatArray | None:
+    """True label shares ``π`` from observed judge counts, given ``m[g][p] = P(p | g)``."""
+    total = observed.sum()
+    if total <= 0:
+        return None
+    try:
+        pi = np.linalg.solve(m.T, observed / total)
+    except np.linalg.LinAlgError:
+        return None
+    pi = np.clip(pi, 0.0, None)
+    s = pi.sum()
+    return None if s <= 0 else pi / s
