@@ -22,6 +22,9 @@ def test_make_run_produces_a_judged_measured_report(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "UAR" in proc.stdout and "report:" in proc.stdout
+    # the judge's figures beside those corrected with the shipped hand labels of its sample
+    assert "judge-corrected figures (gold: gold" in proc.stdout
+    assert "corrected with 'gold' on sample s1 (16 dialogues, seed 0" in proc.stdout
     report = run_dir / "report"
     metrics = json.loads((report / "metrics.json").read_text())
     assert metrics["judge"].startswith(NAME)

@@ -44,10 +44,13 @@ def test_sample_sheet_import_and_corrected_metrics(judged: Path) -> None:
     assert design.id == "s1" and len(design.units) == 8
     assert sorted({c for c, _ in design.units}) == ["direct", "persona"]
     assert sum(c == "direct" for c, _ in design.units) == 4  # proportional to 12 and 12
-    # the same draw again: same dialogues, a second design record
+    # the same draw again is the same design; another seed is a second one
     invoke("labels", "sample", str(judged), "-n", "8", "--by", "condition", "--seed", "3")
+    assert [d.id for d in designs(RunStore.open_existing(judged))] == ["s1"]
+    invoke("labels", "sample", str(judged), "-n", "8", "--by", "condition", "--seed", "4",
+           "--out", str(judged / "other"))
     again = designs(RunStore.open_existing(judged))
-    assert [d.id for d in again] == ["s1", "s2"] and again[1].units == design.units
+    assert [d.id for d in again] == ["s1", "s2"] and again[1].units != design.units
     sheet = judged / "labelling" / "s1.csv"
     rows = list(csv.DictReader(sheet.open()))
     assert len(rows) == 8 * 5
@@ -66,7 +69,7 @@ def test_sample_sheet_import_and_corrected_metrics(judged: Path) -> None:
                   "alice").exit_code == 0
     res = invoke("metrics", str(judged), "--judge", "openai/toy", "--gold", "alice", "--json")
     out = json.loads(res.stdout)
-    assert "on sample s2 (8 dialogues, seed 3, stratified by condition)" in out["notes"][-1]
+    assert "on sample s1 (8 dialogues, seed 3, stratified by condition)" in out["gold"]
     for g in out["groups"]:
         if g["family"] != "all":
             continue

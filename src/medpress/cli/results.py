@@ -190,10 +190,10 @@ def metrics_cmd(
         raise ValueError(no_labels_message([run_dir], judge))
     groups = compute_groups(rows, n_boot=n_boot, seed=seed)
     corrected = {}
+    gold_note = ""
     if gold is not None:
         assert run_dir is not None
         cgroups, gold_note = gold_corrected(run_dir, rows, gold, dataset, n_boot, seed)
-        notes.append(gold_note)
         corrected = {(g.model, g.condition, g.family): g for g in cgroups}
     by_matrix: dict[tuple[str, str, str], dict[str, Estimate]] = {}
     if judge_errors is not None:
@@ -211,12 +211,14 @@ def metrics_cmd(
             if key in by_matrix:
                 d["matrix_corrected"] = {m: e.to_dict() for m, e in by_matrix[key].items()}
             out.append(d)
-        print(json.dumps({"labels": source, "notes": notes, "groups": out}))
+        print(json.dumps({"labels": source, "notes": notes, "groups": out}
+                         | ({"gold": gold_note} if gold is not None else {})))
         return
     print_labels(RunLabels(rows, [], source, notes, label_note))
     console.print(fit_metrics_table(groups, console.width))
     if corrected:
         console.print(corrected_table(list(corrected.values()), str(gold)))
+        console.print(escape(gold_note), highlight=False)
     if by_matrix:
         table = Table(title="corrected with the judge's confusion matrix (UAR; 95% intervals)",
                       box=box.SIMPLE_HEAD)
@@ -263,7 +265,8 @@ def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
     """Corrected groups of one run and a note saying which gold sample they rest on.
 
     The sample is the run's latest drawn sample (``labels sample``) that ``gold`` labelled
-    any of (its labels outside that sample are left out); with none, every dialogue ``gold``
+    completely, else the one it labelled most of (an error then names what is missing); its
+    labels outside that sample are left out. With no sample drawn, every dialogue ``gold``
     labelled, taken as a random sample.
     """
     from medpress.judges.gold_sample import designs
@@ -275,6 +278,10 @@ def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
         raise ValueError(f"{gold!r} labelled nothing in {run_dir}")
     name = judge_rows[0].model
     drawn = [d for d in designs(RunStore.open_existing(run_dir)) if labelled & set(d.units)]
+    # the latest sample it labelled completely; else the one it labelled most of (which then
+    # fails, naming the drawn dialogues still unlabelled)
+    drawn.sort(key=lambda d: (set(d.units) <= labelled, len(labelled & set(d.units))
+                              if not set(d.units) <= labelled else d.created))
     if not drawn:
         return (corrected_groups(judge_rows, gold_rows, n_boot=n_boot, seed=seed),
                 f"corrected with {gold!r} on the {len(labelled)} dialogue(s) it labelled, "

@@ -72,7 +72,8 @@ def designs(store: RunStore) -> list[SampleDesign]:
 def draw_sample(store: RunStore, ds: Dataset, n: int, *, seed: int = 0,
                 by: Sequence[str] = ()) -> SampleDesign:
     """Draw ``n`` (condition, dialogue) units of the run's generated dialogues and store the
-    design in the run. Deterministic for a run, ``n``, ``seed`` and ``by``.
+    design in the run. Deterministic for a run, ``n``, ``seed`` and ``by``: drawing the same
+    sample again returns the stored design instead of recording a second one.
 
     Raises:
         ValueError: ``n`` < 1 or more than the run has, an unknown ``by`` field, or a run
@@ -98,6 +99,9 @@ def draw_sample(store: RunStore, ds: Dataset, n: int, *, seed: int = 0,
     for stratum in sorted(groups):
         drawn.extend(rng.sample(groups[stratum], quota[stratum]))
     previous = designs(store)
+    for old in previous:  # the same draw again: the same design, not a new record
+        if (old.seed, old.n, old.by, old.units) == (seed, n, tuple(by), tuple(sorted(drawn))):
+            return old
     design = SampleDesign(f"s{len(previous) + 1}", seed, n, tuple(by), tuple(sorted(drawn)),
                           {f"{c}|{d}": s for s, us in groups.items() for c, d in us},
                           {k: len(v) for k, v in groups.items()}, time.time())
