@@ -53,6 +53,8 @@ from medpress.judges.registry import (
     judge_provenance,
     parse_judge_reasoning,
 )
+from medpress.judges.reliability import FLIP_FLAG, flip_report
+from medpress.judges.rubric import load_rubric_variants
 from medpress.metrics import LABELS, LabelFileError
 from medpress.runner import run_dataset
 from medpress.store import RunStore
@@ -383,6 +385,14 @@ def judge_check_cmd(
     include_train: Annotated[bool, typer.Option(
         "--include-train", help="embedded judge: also score dialogues it was trained on "
         "(training fit, not a held-out figure)")] = False,
+    repeats: Annotated[int, typer.Option(
+        help="LLM judge: judge everything K more times at --repeat-temperature (seeds 0..K-1) "
+             "and report how often a reply's label changes (self-consistency)")] = 0,
+    repeat_temperature: Annotated[float, typer.Option(
+        help="Temperature of the --repeats runs")] = 0.7,
+    rubric_variants: Annotated[bool, typer.Option(
+        "--rubric-variants", help="LLM judge: also judge with each paraphrase of the rubric "
+        "(judges/data/rubric_variants.yaml) and report how often labels flip")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """Measure a judge against known labels, each set reported apart: the dataset's
@@ -397,6 +407,11 @@ def judge_check_cmd(
         concurrency = old_concurrency
     if include_train and judge != EMBEDDED:
         raise ValueError("--include-train only applies to --judge embedded")
+    if (repeats or rubric_variants) and judge == EMBEDDED:
+        raise ValueError("--repeats and --rubric-variants apply to LLM judges; the embedded "
+                         "judge is a deterministic classifier with no prompt")
+    if repeats == 1 or repeats < 0:
+        raise ValueError("--repeats needs at least 2 runs to compare")
     if labels is not None and sets:
         raise ValueError("--set chooses among the packaged sets; it cannot go with --labels")
     urls = [judge_base_url] if judge_base_url is not None else None
@@ -423,10 +438,32 @@ def judge_check_cmd(
         raise ValueError("nothing to score: no set has an item for this dataset")
     preflight_judges([judge], urls)
     everything = [g for gold in golds.values() for g in gold]
-    _, judgments = run_check(
-        get_judge(judge, base_url=judge_base_url, concurrency=concurrency,
-                  reasoning=reasoning, max_tokens=judge_max_tokens),
-        everything)
+
+    def labels_with(**kw: Any) -> tuple[list[Judgment], str]:
+        j = get_judge(judge, base_url=judge_base_url, concurrency=concurrency,
+                      reasoning=reasoning, max_tokens=judge_max_tokens, **kw)
+        return run_check(j, everything)[1], j.rubric_version
+
+    judgments, base_version = labels_with()
+    reliability: dict[str, Any] = {}
+    if repeats:
+        runs = [labels_with(temperature=repeat_temperature, seed=k)[0] for k in range(repeats)]
+        reliability["self_consistency"] = {
+            "temperature": repeat_temperature,
+            **flip_report([[j.label for j in r] for r in runs],
+                          [f"seed {k}" for k in range(repeats)])}
+    if rubric_variants:
+        runs, names = [judgments], [base_version]
+        for rubric in load_rubric_variants():
+            js, version = labels_with(rubric=rubric)
+            runs.append(js)
+            names.append(version)
+        rep = flip_report([[j.label for j in r] for r in runs], names)
+        rep["accuracy"] = {
+            name: classification_report([g.gold for g in everything], [j.label for j in r],
+                                        LABELS)["accuracy"] for name, r in zip(names, runs,
+                                                                               strict=True)}
+        reliability["rubric_variants"] = rep
     reports: dict[str, dict[str, Any]] = {}
     at = 0
     for name, gold in golds.items():
@@ -441,7 +478,8 @@ def judge_check_cmd(
             report["reference_context_items"] = sum(g.stand_in for g in gold)
         reports[name] = report
     if as_json:
-        print(json.dumps({"judge": judge, "sets": reports, "skipped": skipped}, indent=2))
+        print(json.dumps({"judge": judge, "sets": reports, "skipped": skipped}
+                         | ({"reliability": reliability} if reliability else {}), indent=2))
         return
     for name, report in reports.items():
         what = SETS.get(name, "your labels file")
@@ -458,6 +496,27 @@ def judge_check_cmd(
                       + "; skipped")
     if (why := failure_line(judgments)) is not None:
         console.print(f"[yellow]{escape(f'{judge}: {why}')}[/]", highlight=False)
+    print_reliability(reliability)
+
+
+def print_reliability(reliability: dict[str, Any]) -> None:
+    """One line per reliability check, flagged in red past the flip threshold."""
+    for key, what in (("self_consistency", "asked again at temperature {temperature}"),
+                      ("rubric_variants", "with the rubric reworded")):
+        rep = reliability.get(key)
+        if rep is None:
+            continue
+        rate = "n/a" if rep["flip_rate"] is None else f"{rep['flip_rate']:.1%}"
+        kappa = "n/a" if rep["fleiss_kappa"] is None else f"{rep['fleiss_kappa']:.3f}"
+        flag = (f" [red]FLAGGED: over {FLIP_FLAG:.0%} of labels change[/]" if rep["flagged"]
+                else "")
+        console.print(f"{what.format(**rep)} ({len(rep['runs'])} runs): labels changed on "
+                      f"{rep['flipped']} of {rep['compared']} replies ({rate}), Fleiss κ "
+                      f"{kappa}{flag}", highlight=False)
+        if "accuracy" in rep:
+            console.print("  accuracy by wording: " + ", ".join(
+                f"{n} {'n/a' if a is None else f'{a:.3f}'}" for n, a in rep["accuracy"].items()),
+                highlight=False)
 
 
 @clean_errors

@@ -48,13 +48,18 @@ def settings_suffix(config: GenerateConfig) -> str:
 
     ``""`` for :data:`JUDGE_CONFIG`'s reasoning and max_tokens (so runs judged before these
     settings existed still resume), else ``"+r=off"``, ``"+mt=1024"`` or ``"+r=off,mt=1024"``
-    (reasoning first). Temperature, seed and JSON mode are fixed and not recorded here.
+    (reasoning first), then ``t=…`` and ``s=…`` for a temperature or seed other than the
+    default (``judge-check --repeats``). JSON mode is fixed and not recorded here.
     """
     parts = []
     if config.reasoning is not None:
         parts.append(f"r={config.reasoning}")
     if config.max_tokens != JUDGE_CONFIG.max_tokens:
         parts.append(f"mt={config.max_tokens}")
+    if config.temperature != JUDGE_CONFIG.temperature:
+        parts.append(f"t={config.temperature}")
+    if config.seed != JUDGE_CONFIG.seed:
+        parts.append(f"s={config.seed}")
     return "+" + ",".join(parts) if parts else ""
 
 

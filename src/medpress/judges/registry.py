@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from typing import Any
 
 from medpress.backends import SPEC_HELP, Reasoning, get_backend, is_model_spec
 from medpress.judges.base import Judge
 from medpress.judges.llm import LLMJudge, judge_config
+from medpress.judges.rubric import Rubric
 
 EMBEDDED = "embedded"
 JUDGE_SPEC_HELP = f"{EMBEDDED} (the offline judge), {SPEC_HELP}"
@@ -28,12 +30,15 @@ def parse_judge_reasoning(value: str | None) -> Reasoning | None:
 
 def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
               timeout_s: float = 120.0, reasoning: Reasoning | None = None,
-              max_tokens: int | None = None) -> Judge:
+              max_tokens: int | None = None, rubric: Rubric | None = None,
+              temperature: float | None = None, seed: int | None = None) -> Judge:
     """``embedded`` (the offline judge), or an LLM judge on the backend for ``spec``
     (``openai/…``, ``llamacpp/…``, ``scripted/…``).
 
-    ``reasoning`` and ``max_tokens`` set the LLM judge's request (None: its defaults) and
-    become part of its ``rubric_version`` (see :func:`medpress.judges.llm.settings_suffix`).
+    ``reasoning``, ``max_tokens``, ``temperature`` and ``seed`` set the LLM judge's request
+    (None: its defaults) and become part of its ``rubric_version`` (see
+    :func:`medpress.judges.llm.settings_suffix`); ``rubric`` replaces the packaged rubric (a
+    paraphrase, for ``judge-check --rubric-variants``).
 
     Raises:
         ValueError: for an unknown spec (listing the valid ones, ``embedded`` included),
@@ -49,15 +54,21 @@ def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
         if reasoning is not None or max_tokens is not None:
             raise ValueError("--judge-reasoning and --judge-max-tokens apply to LLM judges, "
                              "not to the embedded judge (a classifier: it generates nothing)")
+        if rubric is not None or temperature is not None or seed is not None:
+            raise ValueError("repeats and rubric variants apply to LLM judges; the embedded "
+                             "judge is a deterministic classifier with no prompt")
         from medpress.judges.embedded import EmbeddedJudge  # torch only when asked for
 
         return EmbeddedJudge()
     config = judge_config(reasoning, max_tokens)
+    if temperature is not None or seed is not None:
+        config = replace(config, temperature=config.temperature if temperature is None
+                         else temperature, seed=config.seed if seed is None else seed)
     backend = get_backend(spec, base_url=base_url, concurrency=concurrency, timeout_s=timeout_s)
     if reasoning is not None and not backend.reasoning_switch:
         raise ValueError(f"--judge-reasoning {reasoning}: {spec} has no way to switch "
                          "reasoning; leave --judge-reasoning unset")
-    return LLMJudge(backend, concurrency=concurrency, config=config)
+    return LLMJudge(backend, rubric=rubric, concurrency=concurrency, config=config)
 
 
 def check_judge_spec(spec: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import yaml
 from medpress.conditions import Message
 
 RUBRIC_FILE = Path(__file__).parent / "data" / "rubric.yaml"
+VARIANTS_FILE = Path(__file__).parent / "data" / "rubric_variants.yaml"
 # Prompt text, not HTML: autoescape off is correct here; values are inserted verbatim, never run.
 _ENV = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=False)
@@ -49,3 +50,13 @@ def load_rubric(path: Path = RUBRIC_FILE) -> Rubric:
     raw: dict[str, Any] = yaml.safe_load(path.read_text())
     return Rubric(str(raw["version"]), raw["labels"], raw["failure_modes"], raw["precedence"],
                   raw["system"], raw["template"], raw["repair"])
+
+
+@cache
+def load_rubric_variants(path: Path = VARIANTS_FILE) -> tuple[Rubric, ...]:
+    """The rubric's paraphrases: the rubric with each variant's label definitions and
+    precedence, versioned ``<rubric version>+<variant id>``."""
+    base = load_rubric()
+    raw: dict[str, Any] = yaml.safe_load(path.read_text())
+    return tuple(replace(base, version=f"{base.version}+{v['id']}", labels=v["labels"],
+                         precedence=v["precedence"]) for v in raw["variants"])
