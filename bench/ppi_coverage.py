@@ -52,8 +52,8 @@ def rows(codes: np.ndarray, keep: np.ndarray | None = None) -> list[LabelRow]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=1000)
-    ap.add_argument("--n-dialogues", type=int, default=300)
-    ap.add_argument("--n-gold", type=int, default=40)
+    ap.add_argument("--n-dialogues", type=int, default=600)
+    ap.add_argument("--n-gold", type=int, default=100)
     ap.add_argument("--figure", default=None)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -98,7 +98,7 @@ def main() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 3.2))
+        fig, ax = plt.subplots(figsize=(7, 3.6))
         x = np.arange(len(METRICS))
         for k, (kind, label) in enumerate((("judge_only", "judge only (naive)"),
                                            ("corrected", "corrected (PPI)"),
@@ -112,7 +112,7 @@ def main() -> None:
         ax.set_ylabel("coverage of the truth")
         ax.set_title(f"95% intervals over {args.reps} simulated runs "
                      f"({args.n_dialogues} dialogues, {args.n_gold} gold-labelled)", fontsize=9)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
         fig.tight_layout()
         fig.savefig(args.figure, dpi=120)
         print(f"figure: {args.figure}")
