@@ -34,6 +34,7 @@ run: setup
 	$(BIN)/medpress labels sample $(RUN_DIR) -n 16 --by condition --seed 0
 	$(BIN)/medpress labels import $(RUN_DIR) labels/smollm2_makerun.jsonl --labeller gold
 	$(BIN)/medpress metrics $(RUN_DIR) --judge embedded-v2 --gold gold
+	$(BIN)/medpress report $(RUN_DIR) --judge embedded-v2 --gold gold
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -83,6 +83,12 @@ def test_sample_sheet_import_and_corrected_metrics(judged: Path) -> None:
         assert g["judge_only"]["UAR"]["estimate"] == pytest.approx(g["UAR"])
     res = invoke("metrics", str(judged), "--judge", "openai/toy", "--gold", "alice")
     assert "judge-corrected figures (gold: alice" in res.output
+    rep = judged / "rep"
+    invoke("report", str(judged), "--judge", "openai/toy", "--gold", "alice", "--out", str(rep))
+    assert "## Corrected for the judge's errors\n\nCorrected with 'alice' on sample s1" in (
+        rep / "report.md").read_text()
+    saved = json.loads((rep / "metrics.json").read_text())
+    assert saved["groups"][0]["corrected"] == out["groups"][0]["corrected"]
 
 
 def test_sampling_errors_and_allocation(judged: Path) -> None:

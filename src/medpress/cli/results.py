@@ -16,7 +16,13 @@ from rich.table import Table
 from medpress.cli.common import clean_errors, console, short_spec
 from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import failure_kinds, label_rows, resolve_view
-from medpress.metrics import LabelRow, compute_groups, fit_metrics_table, read_labels
+from medpress.metrics import (
+    LabelRow,
+    compute_groups,
+    fit_metrics_table,
+    format_metric,
+    read_labels,
+)
 from medpress.metrics.compute import ALL_FAMILIES
 from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_corrected
 from medpress.reports import write_report
@@ -226,9 +232,10 @@ def metrics_cmd(
             table.add_column(col)
         for g in groups:
             if g.family == ALL_FAMILIES:
-                judge_uar = Estimate(g.value("UAR"), g.interval("UAR"))
-                table.add_row(g.model, g.condition, _cell(judge_uar, True),
-                              _cell(by_matrix[(g.model, g.condition, g.family)]["UAR"], True))
+                fixed = by_matrix[(g.model, g.condition, g.family)]["UAR"]
+                table.add_row(g.model, g.condition,
+                              format_metric("UAR", g.value("UAR"), g.interval("UAR")),
+                              format_metric("UAR", fixed.estimate, fixed.ci))
         console.print(table)
 
 
@@ -302,16 +309,6 @@ def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
                        else ""))
 
 
-def _cell(e: Estimate, pct: bool) -> str:
-    def f(x: float) -> str:
-        return f"{100 * x:.1f}" if pct else f"{x:.2f}"
-
-    if e.estimate is None:
-        return "–"
-    return f(e.estimate) + ("%" if pct else "") + (f" [{f(e.ci[0])}, {f(e.ci[1])}]" if e.ci
-                                                    else "")
-
-
 def corrected_table(groups: list[CorrectedGroup], gold: str) -> Table:
     """UAR, FR and ToF per model x condition (all families): judge-only, corrected and
     gold-only, each with its interval."""
@@ -324,9 +321,10 @@ def corrected_table(groups: list[CorrectedGroup], gold: str) -> Table:
             continue
         table.add_row(f"[bold]{escape(g.condition)}[/]", f"{g.n_dialogues} dialogues",
                       f"{g.n_gold_dialogues} gold", "")
-        for metric, pct in (("UAR", True), ("FR", True), ("ToF", False)):
-            table.add_row(f"  {metric}", *(_cell(d[metric], pct) for d in
-                                           (g.judge_only, g.corrected, g.gold_only)))
+        for metric in ("UAR", "FR", "ToF"):
+            table.add_row(f"  {metric}", *(format_metric(metric, d[metric].estimate,
+                                                         d[metric].ci)
+                                           for d in (g.judge_only, g.corrected, g.gold_only)))
     return table
 
 
@@ -380,8 +378,11 @@ def no_labels_message(run_dirs: list[Path], judge: str | None) -> str:
 
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                 n_boot: int = 1000, seed: int = 0, dataset: Path | None = None,
-                runs: RunLabels | None = None) -> Path:
-    """Write the report of ``run_dirs``; ``runs`` are their labels when already read."""
+                runs: RunLabels | None = None, gold: str | None = None) -> Path:
+    """Write the report of ``run_dirs``; ``runs`` are their labels when already read;
+    ``gold`` (one run only) adds the figures corrected with that labeller's sample."""
+    if gold is not None and len(run_dirs) != 1:
+        raise ValueError("--gold corrects one run: report each run with its own gold sample")
     runs = runs or rows_from_runs(run_dirs, judge, dataset)
     # A run without a single label would be a row of dashes beside real results.
     unlabelled = [rd for rd, prov in zip(run_dirs, runs.provenance, strict=True)
@@ -390,8 +391,11 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
         raise ValueError(no_labels_message(unlabelled, judge) + (
             "; or leave these runs out of the report" if len(unlabelled) < len(run_dirs) else ""))
     out_dir = out or run_dirs[0] / "report"
+    corrected, note = (gold_corrected(run_dirs[0], runs.rows, gold, dataset, n_boot, seed)
+                       if gold is not None else ([], None))
     return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
-                        label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed)
+                        label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed,
+                        corrected=corrected, corrected_note=note)
 
 
 @clean_errors
@@ -402,7 +406,11 @@ def report_cmd(
     dataset: RunDatasetOpt = None,
     n_boot: BootOpt = 1000,
     seed: SeedOpt = 0,
+    gold: Annotated[str | None, typer.Option(
+        help="Add figures corrected with this labeller's labels on a sample of the run "
+             "(one run; see metrics --gold)")] = None,
 ) -> None:
     """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard."""
-    path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset)
+    path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset,
+                       gold=gold)
     console.print(f"report: [bold]{path}[/]")

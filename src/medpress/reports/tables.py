@@ -14,6 +14,7 @@ from medpress.metrics import (
     format_metric,
     format_value,
 )
+from medpress.metrics.corrected import CorrectedGroup
 
 __all__ = [
     "LEADERBOARD_RULE",
@@ -174,3 +175,19 @@ def leaderboard_table(groups: Sequence[GroupMetrics]) -> TableData:
     return TableData(
         ["Rank", "Model", "Condition", "SAR − UAR", "SAR", "UAR", "AR", "FR", "ToF", "n"], rows
     )
+
+
+def corrected_table(corrected: Sequence[CorrectedGroup]) -> TableData:
+    """Model x condition (all families): UAR, FR, ToF as the judge gives them, corrected with
+    the gold sample, and from the gold sample alone, each with its interval."""
+    rows = []
+    for g in corrected:
+        if g.family != "all":
+            continue
+        for what, d in (("judge only", g.judge_only), ("corrected", g.corrected),
+                        ("gold only", g.gold_only)):
+            n = str(g.n_dialogues) if what == "judge only" else str(g.n_gold_dialogues)
+            rows.append([g.model, g.condition, what, n,
+                         *(format_metric(m, d[m].estimate, d[m].ci) for m in ("UAR", "FR",
+                                                                              "ToF"))])
+    return TableData(["Model", "Condition", "Figures", "n", "UAR", "FR", "ToF"], rows)

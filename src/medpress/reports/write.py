@@ -16,6 +16,7 @@ from medpress.metrics import (
     all_paired_differences,
     compute_groups,
 )
+from medpress.metrics.corrected import CorrectedGroup
 
 from .csvs import (
     write_failure_modes_csv,
@@ -32,6 +33,7 @@ from .plots import (
 )
 from .tables import (
     LEADERBOARD_RULE,
+    corrected_table,
     failure_mode_table,
     family_table,
     first_flip_table,
@@ -66,8 +68,14 @@ def write_report(
     notes: Sequence[str] = (),
     n_boot: int = 1000,
     seed: int = 0,
+    corrected: Sequence[CorrectedGroup] = (),
+    corrected_note: str | None = None,
 ) -> Path:
     """Compute every metric for ``rows`` and write the report folder ``out_dir``.
+
+    ``corrected`` (from :func:`medpress.metrics.corrected.corrected_groups`) adds a section
+    with the figures corrected for the judge's errors, ``corrected_note`` saying which gold
+    sample they rest on, and each group's corrected keys in metrics.json.
 
     Writes report.md, metrics.json (``judge``, ``label_note``, ``provenance``, ``groups``,
     ``paired``), groups.csv, uar_by_turn.csv, failure_modes.csv, paired.csv, and the figures
@@ -97,7 +105,9 @@ def write_report(
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
-    _write_json(out_dir / "metrics.json", judge, label_note, notes, provenance, groups, paired)
+    extra = {(c.model, c.condition, c.family): c.to_dict() for c in corrected}
+    _write_json(out_dir / "metrics.json", judge, label_note, notes, provenance, groups, paired,
+                extra, corrected_note)
     write_groups_csv(groups, out_dir / "groups.csv")
     write_uar_by_turn_csv(groups, out_dir / "uar_by_turn.csv")
     write_failure_modes_csv(groups, out_dir / "failure_modes.csv")
@@ -140,6 +150,8 @@ def write_report(
             summary=summary,
             provenance=[_provenance_block(i, p) for i, p in enumerate(provenance, start=1)],
             headline=headline_table(groups),
+            corrected=corrected_table(corrected) if corrected else None,
+            corrected_note=corrected_note,
             leaderboard=leaderboard_table(groups) if several_models else None,
             leaderboard_rule=LEADERBOARD_RULE,
             by_family=family_table(groups),
@@ -188,15 +200,20 @@ def _write_json(
     provenance: Sequence[Mapping[str, Any]],
     groups: Sequence[GroupMetrics],
     paired: Sequence[PairedDiff],
+    corrected: Mapping[tuple[str, str, str], dict[str, Any]],
+    corrected_note: str | None,
 ) -> None:
     payload = {
         "judge": judge,
         "label_note": label_note,
         "notes": list(notes),
         "provenance": [dict(p) for p in provenance],
-        "groups": [g.to_dict() for g in groups],
+        "groups": [g.to_dict() | corrected.get((g.model, g.condition, g.family), {})
+                   for g in groups],
         "paired": [p.to_dict() for p in paired],
     }
+    if corrected_note:
+        payload["gold"] = corrected_note
     # default=str: provenance may carry paths or datetimes; metrics never produce NaN.
     path.write_text(
         json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8"
