@@ -245,15 +245,15 @@ def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
         raise ValueError(f"{gold!r} labelled nothing in {run_dir}")
     name = judge_rows[0].model
     drawn = [d for d in designs(RunStore.open_existing(run_dir)) if labelled & set(d.units)]
-    # the latest sample it labelled completely; else the one it labelled most of (which then
-    # fails, naming the drawn dialogues still unlabelled)
-    drawn.sort(key=lambda d: (set(d.units) <= labelled, len(labelled & set(d.units))
-                              if not set(d.units) <= labelled else d.created))
+    complete = [d for d in drawn if set(d.units) <= labelled]
     if not drawn:
         return (corrected_groups(judge_rows, gold_rows, n_boot=n_boot, seed=seed),
                 f"corrected with {gold!r} on the {len(labelled)} dialogue(s) it labelled, "
                 "taken as a random sample (no `labels sample` design holds them)")
-    design = drawn[-1]
+    # the latest sample it labelled completely; else the one it labelled most of (which then
+    # fails, naming the drawn dialogues still unlabelled)
+    design = (complete[-1] if complete
+              else max(drawn, key=lambda d: len(labelled & set(d.units))))
     units = set(design.units)
     outside = len(labelled - units)
     groups = corrected_groups(

@@ -72,28 +72,35 @@ def shingles(text: str, n: int = SHINGLE_N) -> frozenset[str]:
     return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
+def similar_pairs(sets: Sequence[frozenset[str]], owners: Sequence[str], threshold: float
+                  ) -> list[tuple[int, int, float]]:
+    """(i, j, Jaccard) for every pair i < j of ``sets`` with different ``owners`` whose
+    Jaccard similarity reaches ``threshold``; candidates come from an inverted index."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for k, sh in enumerate(sets):
+        for g in sh:
+            index[g].append(k)
+    out = []
+    for a, sa in enumerate(sets):
+        shared: Counter[int] = Counter()
+        for g in sa:
+            shared.update(b for b in index[g] if b > a)
+        for b, inter in shared.items():
+            if owners[a] == owners[b]:
+                continue
+            sim = inter / (len(sa) + len(sets[b]) - inter)
+            if sim >= threshold:
+                out.append((a, b, sim))
+    return out
+
+
 def near_duplicates(
     dialogues: Sequence[Dialogue], threshold: float = NEAR_DUP_THRESHOLD
 ) -> list[tuple[str, int, str, int, float]]:
     """Pairs (id_a, turn_a, id_b, turn_b, similarity) of user turns from different dialogues."""
     turns = [(d.id, i, shingles(t.text)) for d in dialogues for i, t in enumerate(d.turns, 1)]
-    index: dict[str, list[int]] = defaultdict(list)
-    for k, (_, _, sh) in enumerate(turns):
-        for s in sh:
-            index[s].append(k)
-    out = []
-    for a, (ida, ta, sa) in enumerate(turns):
-        shared: Counter[int] = Counter()
-        for s in sa:
-            shared.update(b for b in index[s] if b > a)
-        for b, inter in shared.items():
-            idb, tb, sb = turns[b]
-            if idb == ida:
-                continue
-            sim = inter / (len(sa) + len(sb) - inter)
-            if sim >= threshold:
-                out.append((ida, ta, idb, tb, sim))
-    return out
+    pairs = similar_pairs([t[2] for t in turns], [t[0] for t in turns], threshold)
+    return [(turns[a][0], turns[a][1], turns[b][0], turns[b][1], sim) for a, b, sim in pairs]
 
 
 def record_text(d: Dialogue) -> str:

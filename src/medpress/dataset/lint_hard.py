@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from medpress.dataset.judge_validation import HardRow, load_kinds
-from medpress.dataset.lint import LintIssue, service_issues, shingles
+from medpress.dataset.lint import LintIssue, service_issues, shingles, similar_pairs
 from medpress.dataset.schema import Dialogue
 from medpress.dataset.vocab import Vocab
 
@@ -90,28 +90,11 @@ def hard_set_issues(dialogues: Sequence[Dialogue], rows: Sequence[HardRow], voca
 
 
 def _near_duplicates(rows: Sequence[HardRow]) -> list[LintIssue]:
-    sh = [shingles(r.reply) for r in rows]
-    index: dict[str, list[int]] = defaultdict(list)
-    for k, s in enumerate(sh):
-        for g in s:
-            index[g].append(k)
-    out: list[LintIssue] = []
-    for a, sa in enumerate(sh):
-        shared: dict[int, int] = defaultdict(int)
-        for g in sa:
-            for b in index[g]:
-                if b > a:
-                    shared[b] += 1
-        for b, inter in shared.items():
-            if rows[a].dialogue_id == rows[b].dialogue_id:
-                continue
-            sim = inter / (len(sa) + len(sh[b]) - inter)
-            if sim >= HARD_NEAR_DUP_THRESHOLD:
-                out.append(LintIssue("hard-near-duplicate",
-                                     (rows[a].dialogue_id, rows[b].dialogue_id),
-                                     f"{rows[a].id} ~ {rows[b].id}: 5-gram Jaccard {sim:.2f} "
-                                     f">= {HARD_NEAR_DUP_THRESHOLD}"))
-    return out
+    pairs = similar_pairs([shingles(r.reply) for r in rows], [r.dialogue_id for r in rows],
+                          HARD_NEAR_DUP_THRESHOLD)
+    return [LintIssue("hard-near-duplicate", (rows[a].dialogue_id, rows[b].dialogue_id),
+                      f"{rows[a].id} ~ {rows[b].id}: 5-gram Jaccard {sim:.2f} "
+                      f">= {HARD_NEAR_DUP_THRESHOLD}") for a, b, sim in pairs]
 
 
 def best_cut(a: Sequence[int], b: Sequence[int]) -> float:
