@@ -21,28 +21,32 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The full pipeline on the embedded defaults: SmolLM2 generates, the embedded judge labels, then
-# metrics and the report. A seeded 12-dialogue sample of the starter set (4 per family) under all
-# four conditions: 240 replies, sized to finish in minutes on 2 CPU cores. Re-running resumes.
+# metrics and the report (report.md, and report.html with every transcript). A seeded
+# 12-dialogue sample of the starter set (4 per family) under all four conditions: 240 replies,
+# sized to finish in minutes on 2 CPU cores. Re-running resumes.
 # Then the judge's figures are corrected for its errors: labels/smollm2_makerun.jsonl holds
 # hand labels of a seeded 16-dialogue sample of this run's replies (4 per condition); labels
 # of replies this machine generated differently are skipped, never attached. Where that
 # leaves the sample unlabelled the correction stops with its reason; the run and its report
-# above stand (hence the leading "-").
+# above (report.html included) stand (hence the leading "-").
 RUN_DIR ?= runs/smollm2-starter
 run: setup
 	$(BIN)/medpress judge train-embedded --if-missing
 	$(BIN)/medpress run --model smollm2 --judge embedded --starter --sample 12 \
-	  --max-tokens 128 --run-dir $(RUN_DIR)
+	  --max-tokens 128 --run-dir $(RUN_DIR) --html
 	$(BIN)/medpress labels sample $(RUN_DIR) -n 16 --by condition --seed 0
 	-$(BIN)/medpress labels import $(RUN_DIR) labels/smollm2_makerun.jsonl --labeller gold
 	-$(BIN)/medpress metrics $(RUN_DIR) --judge embedded-v2 --gold gold
-	-$(BIN)/medpress report $(RUN_DIR) --judge embedded-v2 --gold gold
+	-$(BIN)/medpress report $(RUN_DIR) --judge embedded-v2 --gold gold --html
 
 lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
+# The browser tests of report.html need Debian's chromium (Playwright's own download needs
+# the network); install it when missing.
 test: setup lint
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	$(PY) -m pytest -q
 
 # Every bench/*.py (inspect-ai goes into its own bench/.venv-inspect), then one table of every

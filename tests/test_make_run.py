@@ -40,3 +40,6 @@ def test_make_run_produces_a_judged_measured_report(tmp_path: Path) -> None:
     # The embedded judge assigns no failure modes: the report says so instead of an empty chart.
     assert not (report / "failure_modes.png").exists()
     assert "No reply carries a failure mode" in (report / "report.md").read_text()
+    # report.html: the results and every transcript in one page (make run passes --html)
+    html = (report / "report.html").read_text()
+    assert 'id="medpress-data"' in html and "No reply carries a failure mode" in html

@@ -78,6 +78,9 @@ def run_cmd(
     retry_failed: RetryFailedOpt = False,
     allow_failed: AllowFailedOpt = False,
     name: NameOpt = None,
+    html: Annotated[bool, typer.Option(
+        "--html", help="Also write report.html (results and every transcript in one page)")
+    ] = False,
 ) -> None:
     """Generate → judge → report, then print the headline table and the report path.
 
@@ -105,5 +108,7 @@ def run_cmd(
     print_labels(runs)
     console.print(fit_metrics_table(compute_groups(runs.rows, n_boot=1000, seed=seed),
                                     console.width))
-    path = make_report([rd], out, view, seed=seed, runs=runs)
+    path = make_report([rd], out, view, seed=seed, runs=runs, html=html)
     console.print(f"report: [bold]{path}[/]")
+    if html:
+        console.print(f"report: [bold]{path.with_name('report.html')}[/]")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +23,7 @@ from medpress.metrics import (
 )
 from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_corrected
 from medpress.reports import write_report
+from medpress.reports.html_data import RunTranscripts
 from medpress.store import RunStore
 
 RunJudgeOpt = Annotated[str | None, typer.Option(
@@ -93,6 +94,8 @@ class RunLabels:
     """Warnings: different judges, unfinished runs, empty or cut-off replies."""
     label_note: str | None
     """The embedded judge's measured agreement, for the models that made these labels."""
+    transcripts: list[RunTranscripts] = field(default_factory=list)
+    """Each run's directory, label view, display name and dialogues, for report.html."""
 
 
 def rows_from_runs(run_dirs: list[Path], judge: str | None,
@@ -109,6 +112,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     stores = [RunStore.open_existing(rd) for rd in run_dirs]
     rows: list[LabelRow] = []
     provs, descs, notes = [], [], []
+    transcripts: list[RunTranscripts] = []
     keys: list[tuple[str, str]] = []
     for store, name in zip(stores, run_names(stores), strict=True):
         ds = run_dataset(store, dataset)
@@ -116,6 +120,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
         keys.extend(view.judges)
         r, desc = label_rows(store, view, n_turns={d.id: len(d.turns) for d in ds}, name=name)
         rows.extend(r)
+        transcripts.append(RunTranscripts(store.run_dir, view, name, ds.dialogues))
         prov = run_provenance(store)
         prov["name"] = name
         prov["judge"] = desc
@@ -127,7 +132,8 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
         notes.insert(0, "these runs were labelled by different judges, so their numbers are "
                         "not comparable: " + "; ".join(
                             f"{p['name']}: {d}" for p, d in zip(provs, descs, strict=True)))
-    return RunLabels(rows, provs, "; ".join(dict.fromkeys(descs)), notes, labels_note(keys))
+    return RunLabels(rows, provs, "; ".join(dict.fromkeys(descs)), notes, labels_note(keys),
+                     transcripts)
 
 
 def _run_notes(name: str, prov: dict[str, Any], planned: int, stored: int) -> list[str]:
@@ -319,9 +325,11 @@ def no_labels_message(run_dirs: list[Path], judge: str | None) -> str:
 
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                 n_boot: int = 1000, seed: int = 0, dataset: Path | None = None,
-                runs: RunLabels | None = None, gold: str | None = None) -> Path:
+                runs: RunLabels | None = None, gold: str | None = None,
+                html: bool = False) -> Path:
     """Write the report of ``run_dirs``; ``runs`` are their labels when already read;
-    ``gold`` (one run only) adds the figures corrected with that labeller's sample."""
+    ``gold`` (one run only) adds the figures corrected with that labeller's sample; ``html``
+    adds report.html with every transcript."""
     if gold is not None and len(run_dirs) != 1:
         raise ValueError("--gold corrects one run: report each run with its own gold sample")
     runs = runs or rows_from_runs(run_dirs, judge, dataset)
@@ -336,7 +344,8 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                        if gold is not None else ([], None))
     return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
                         label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed,
-                        corrected=corrected, corrected_note=note)
+                        corrected=corrected, corrected_note=note, html=html,
+                        transcripts=runs.transcripts)
 
 
 @clean_errors
@@ -350,8 +359,13 @@ def report_cmd(
     gold: Annotated[str | None, typer.Option(
         help="Add figures corrected with this labeller's labels on a sample of the run "
              "(one run; see metrics --gold)")] = None,
+    html: Annotated[bool, typer.Option(
+        "--html", help="Also write report.html: the results with interactive charts and a "
+        "browser of every transcript, in one self-contained file")] = False,
 ) -> None:
     """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard."""
     path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset,
-                       gold=gold)
+                       gold=gold, html=html)
     console.print(f"report: [bold]{path}[/]")
+    if html:
+        console.print(f"report: [bold]{path.with_name('report.html')}[/]")

@@ -148,6 +148,53 @@ def _vote(by_judge: Mapping[JudgeKey, Mapping[str, Any]], judges: Sequence[Judge
     return label, mode, agree
 
 
+@dataclass(frozen=True)
+class TurnVerdict:
+    """One turn as a view labels it, with each judge's part, for reading transcripts.
+
+    ``label`` and ``failure_mode`` are what `label_rows` gives the metrics. ``evidence`` holds
+    the quotes of the judges that gave that label, each as the judge wrote it (so each should
+    be a span of the reply; empty quotes left out); ``rationale`` and ``errors`` are
+    ``(judge, text)`` pairs of the judges that gave the label and of those that failed.
+    ``votes`` is ``(judge, label)`` for every judge of the view that stored a verdict on the
+    turn (None where it failed), in view order; a judge is named by its name alone unless the
+    view holds two versions of it (then ``name@version``).
+    """
+
+    label: str | None
+    failure_mode: str | None
+    evidence: tuple[str, ...]
+    rationale: tuple[tuple[str, str], ...]
+    errors: tuple[tuple[str, str], ...]
+    votes: tuple[tuple[str, str | None], ...]
+
+    @property
+    def disagree(self) -> bool:
+        """Whether the judges that gave a label did not all give the same one."""
+        return disagrees([label for _, label in self.votes])
+
+
+def turn_verdicts(store: RunStore, view: LabelView) -> dict[TurnKey, TurnVerdict]:
+    """Every turn that a judge of ``view`` stored a verdict on (labelled or failed), with
+    the view's label and each judge's part (`TurnVerdict`). Turns no judge of the view saw
+    are absent: they are unjudged."""
+    names = [name for name, _ in view.judges]
+    shown = {j: j[0] if names.count(j[0]) == 1 else f"{j[0]}@{j[1]}" for j in view.judges}
+    out: dict[TurnKey, TurnVerdict] = {}
+    for turn, by_judge in verdicts(store, view.judges).items():
+        label, mode, agree = _vote(by_judge, view.judges)
+        ordered = [(j, by_judge[j]) for j in view.judges if j in by_judge]
+        out[turn] = TurnVerdict(
+            label, mode,
+            evidence=tuple(str(r["evidence"]) for _, r in agree if r.get("evidence")),
+            rationale=tuple((shown[j], str(r["rationale"])) for j, r in agree
+                            if r.get("rationale")),
+            errors=tuple((shown[j], str(r.get("error") or "no reason recorded"))
+                         for j, r in ordered if r["label"] is None),
+            votes=tuple((shown[j], r["label"]) for j, r in ordered))
+    return out
+
+
 def turn_labels(store: RunStore, judge: str | None = None
                 ) -> tuple[dict[TurnKey, dict[str, Any]], str]:
     """Per judged turn: ``label``, ``failure_mode`` and `DETAIL_FIELDS`, for exports.

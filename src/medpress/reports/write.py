@@ -1,11 +1,12 @@
-"""Write a self-contained report folder: report.md, metrics.json, CSVs and PNG figures."""
+"""Write a self-contained report folder: report.md, metrics.json, CSVs and PNG figures, and
+optionally report.html (`medpress.reports.html`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -45,6 +46,9 @@ from .tables import (
     uar_by_turn_table,
 )
 
+if TYPE_CHECKING:
+    from .html_data import RunTranscripts
+
 __all__ = ["write_report"]
 
 _TEMPLATES = Path(__file__).with_name("templates")
@@ -53,7 +57,7 @@ _LEVEL = 0.95
 REPORT_FILES: tuple[str, ...] = (
     "report.md", "metrics.json", "groups.csv", "uar_by_turn.csv", "failure_modes.csv",
     "paired.csv", "uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png",
-    "heatmap.png",
+    "heatmap.png", "report.html",
 )
 """Every file a report may write; a report removes those of an earlier report in its folder."""
 
@@ -70,6 +74,8 @@ def write_report(
     seed: int = 0,
     corrected: Sequence[CorrectedGroup] = (),
     corrected_note: str | None = None,
+    html: bool = False,
+    transcripts: Sequence[RunTranscripts] = (),
 ) -> Path:
     """Compute every metric for ``rows`` and write the report folder ``out_dir``.
 
@@ -87,6 +93,10 @@ def write_report(
     (and above the leaderboard), e.g. runs labelled by different judges. Files of an earlier
     report in ``out_dir`` (`REPORT_FILES`) are removed first, so none is left stale; other
     files are kept. ``out_dir`` is created if needed.
+
+    ``html`` also writes report.html (`medpress.reports.html.write_html_report`): the same
+    results with interactive charts, and a browser of the transcripts of ``transcripts`` (one
+    entry per reported run; without them the page holds the results alone).
 
     Returns:
         The path of report.md.
@@ -166,6 +176,12 @@ def write_report(
     )
     report = out_dir / "report.md"
     report.write_text(text, encoding="utf-8")
+    if html:
+        from .html import write_html_report  # jinja's HTML env and the judges: only when asked
+
+        write_html_report(out_dir, groups, paired, transcripts=transcripts, judge=judge,
+                          summary=summary, provenance=provenance, label_note=label_note,
+                          notes=notes, corrected=corrected, corrected_note=corrected_note)
     return report
 
 
@@ -220,14 +236,18 @@ def _write_json(
     )
 
 
-def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+def _flatten(mapping: Mapping[str, Any], prefix: str = "",
+             render: Callable[[Any], str] | None = None) -> list[tuple[str, str]]:
+    """(dotted key, rendered value) of a nested mapping; values as inline code by default."""
+    render = render or _code
     items: list[tuple[str, str]] = []
     for key, value in mapping.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            items.extend(_flatten(value, f"{name}.") if value else [(name, "`{}`")])
+            items.extend(_flatten(value, f"{name}.", render) if value
+                         else [(name, render({}))])
         else:
-            items.append((name, _code(value)))
+            items.append((name, render(value)))
     return items
 
 
@@ -239,11 +259,12 @@ def _code(value: Any) -> str:
     return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
 
 
-def _provenance_block(index: int, run: Mapping[str, Any]) -> dict[str, Any]:
+def _provenance_block(index: int, run: Mapping[str, Any],
+                      render: Callable[[Any], str] | None = None) -> dict[str, Any]:
     title = f"Run {index}"
     for key in _TITLE_KEYS:
         value = run.get(key)
         if isinstance(value, str) and value:
             title += f": {_one_line(value)}"
             break
-    return {"title": title, "items": _flatten(run)}
+    return {"title": title, "items": _flatten(run, render=render)}
