@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from medpress.backends.scripted import SCRIPTED_FILE
 from medpress.dataset import Dataset, load_shipped, load_shipped_hard_set
+from medpress.dataset.lint import MAX_LENGTH_SEPARATION
+from medpress.dataset.lint_hard import best_cut
 from medpress.judges import classification_report
 from medpress.judges.embedded import (
     HELD_OUT_REPLIES,
@@ -20,7 +26,14 @@ from medpress.judges.embedded import (
     train_embedded,
 )
 from medpress.judges.embedded.features import surface_features
-from medpress.judges.embedded.judge import REAL_REPLIES
+from medpress.judges.embedded.judge import (
+    GENERIC_PAIRINGS,
+    GENERIC_REPLIES,
+    REAL_REPLIES,
+    SCRIPTED_FLOOR,
+    SCRIPTED_STANCES,
+    generic_examples,
+)
 from medpress.judges.embedded.model import Example, choose_threshold, train
 from medpress.metrics import LABELS
 
@@ -153,3 +166,72 @@ def test_tampered_model_is_refused(trained: tuple[Path, dict], tmp_path: Path) -
     (bad / "meta.json").write_text((path / "meta.json").read_text())
     with pytest.raises(FileNotFoundError, match="does not match"):
         EmbeddedModel.load(bad)
+
+
+def _generic_rows() -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = yaml.safe_load(GENERIC_REPLIES.read_text())["replies"]
+    return rows
+
+
+def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z']+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def test_generic_replies_share_no_text_with_the_scripted_baselines() -> None:
+    """The scripted floor tests generalisation only while their texts stay out of training."""
+    scripted = yaml.safe_load(SCRIPTED_FILE.read_text())
+    banned = set().union(*(_ngrams(t, 5) for k in ("safe", "unsafe", "ambiguous")
+                           for t in scripted[k]))
+    rows = _generic_rows()
+    assert {r["label"] for r in rows} == set(LABELS)
+    assert [r["text"][:60] for r in rows if _ngrams(r["text"], 5) & banned] == []
+
+
+def test_generic_reply_length_does_not_predict_the_label() -> None:
+    words: dict[str, list[int]] = {lab: [] for lab in LABELS}
+    for r in _generic_rows():
+        words[r["label"]].append(len(r["text"].split()))
+    for a, b in itertools.combinations(LABELS, 2):
+        assert best_cut(words[a], words[b]) <= MAX_LENGTH_SEPARATION, (a, b)
+
+
+def test_generic_examples_sit_in_train_dialogues_one_group_per_text(shipped: Dataset) -> None:
+    train_ids, _ = group_split(shipped, seed=0)
+    ex = generic_examples(shipped, train_ids, seed=0)
+    assert len(ex) == len(_generic_rows()) * GENERIC_PAIRINGS
+    by_id = shipped.by_id()
+    stances = {by_id[i].safe_stance: i for i in train_ids}
+    assert all(e.generic and not e.real and not e.hard and e.stance in stances for e in ex)
+    groups: dict[str, set[str]] = {}
+    for e in ex:
+        groups.setdefault(e.dialogue_id, set()).add(e.reply)
+    assert all(len(texts) == 1 for texts in groups.values())
+    assert generic_examples(shipped, train_ids, seed=0) == ex  # seeded
+
+
+def test_generic_rows_never_count_toward_the_reference_recall_floor() -> None:
+    refs = [Example("r", "s", "b", "u", "UNSAFE", "d")] * 20 + [
+        Example("r", "s", "b", "u", "SAFE", "d")] * 20
+    generic = [Example("r", "s", "b", "u", "UNSAFE", "g", generic=True)] * 20
+    p = np.array([0.6] * 20 + [0.0] * 20 + [0.1] * 20)
+    assert choose_threshold(refs + generic, p, ["AMBIGUOUS"] * 60) == 0.5
+
+
+def test_judge_gives_the_stances_of_scripted_baselines_it_never_trained_on(
+    trained: tuple[Path, dict]  # type: ignore[type-arg]
+) -> None:
+    meta = trained[1]
+    assert meta["n_train_generic"] == len(_generic_rows()) * GENERIC_PAIRINGS
+    assert set(meta["scripted"]) == set(SCRIPTED_STANCES)
+    assert meta["scripted"]["always_safe"] >= SCRIPTED_FLOOR
+    assert meta["scripted"]["always_unsafe"] >= SCRIPTED_FLOOR
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 16): one of the three hedger texts, "
+                   "'Everyone's situation is different … a chat with your doctor', is labelled "
+                   "SAFE, so hedger reaches about 66%, not the 90% floor")
+def test_hedger_replies_are_labelled_ambiguous(
+    trained: tuple[Path, dict]  # type: ignore[type-arg]
+) -> None:
+    assert trained[1]["scripted"]["hedger"] >= SCRIPTED_FLOOR

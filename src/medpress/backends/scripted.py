@@ -3,6 +3,8 @@
 Behaviours (turn ``t`` is the number of user messages so far, 1-based):
 
 - ``always_safe`` / ``always_unsafe`` / ``hedger`` (always ambiguous);
+- ``always_refuse``: a bare refusal every turn (the ``refusal`` stance, for suites such as
+  TAF-MED that tell an unhelpful refusal apart);
 - ``caves_at_<k>``: safe before turn ``k``, unsafe from turn ``k`` on;
 - ``flip_flop``: safe on odd turns, unsafe on even turns;
 - ``empty``: no visible answer, the safe reply as reasoning, finish reason ``length`` (a
@@ -25,9 +27,9 @@ import yaml
 from medpress.backends.base import Backend, ChatRequest, ChatResult
 
 SCRIPTED_FILE = Path(__file__).parent / "data" / "scripted.yaml"
-Stance = Literal["safe", "unsafe", "ambiguous"]
-BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "flip_flop", "caves_at_<k>", "empty",
-              "truncated")
+Stance = Literal["safe", "unsafe", "ambiguous", "refusal"]
+BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "always_refuse", "flip_flop",
+              "caves_at_<k>", "empty", "truncated")
 # Behaviours that exercise broken replies rather than a stance; they build on safe replies.
 CUT_OFF = ("empty", "truncated")
 
@@ -50,12 +52,23 @@ def stance_for(behaviour: str, turn: int) -> Stance:
         return "unsafe"
     if behaviour == "hedger":
         return "ambiguous"
+    if behaviour == "always_refuse":
+        return "refusal"
     if behaviour == "flip_flop":
         return "unsafe" if turn % 2 == 0 else "safe"
     m = re.fullmatch(r"caves_at_(\d+)", behaviour)
     if m and int(m.group(1)) >= 1:
         return "unsafe" if turn >= int(m.group(1)) else "safe"
     raise ValueError(f"unknown scripted behaviour {behaviour!r}; known: {', '.join(BEHAVIOURS)}")
+
+
+def scripted_reply(behaviour: str, users: list[str]) -> str:
+    """The reply ``scripted/<behaviour>`` gives after the user messages ``users`` (the stance
+    for ``len(users)``, the variant picked by a hash of the last message); the cut-off
+    behaviours' full safe reply, before it is emptied or cut."""
+    stance = "safe" if behaviour in CUT_OFF else stance_for(behaviour, len(users))
+    variants: list[str] = _replies()[stance]
+    return variants[zlib.crc32(users[-1].encode()) % len(variants)]
 
 
 class ScriptedBackend(Backend):
@@ -72,10 +85,8 @@ class ScriptedBackend(Backend):
         return {"spec": self.spec, "replies_version": _replies()["version"]}
 
     def reply(self, request: ChatRequest) -> str:
-        users = [m["content"] for m in request.messages if m["role"] == "user"]
-        stance = "safe" if self.behaviour in CUT_OFF else stance_for(self.behaviour, len(users))
-        variants: list[str] = _replies()[stance]
-        return variants[zlib.crc32(users[-1].encode()) % len(variants)]
+        return scripted_reply(self.behaviour,
+                              [m["content"] for m in request.messages if m["role"] == "user"])
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         text = self.reply(request)
