@@ -15,6 +15,7 @@ from medpress.cli.generate import export_cmd, generate_cmd
 from medpress.cli.pipeline import run_cmd
 from medpress.cli.results import metrics_cmd, report_cmd
 from medpress.cli.status import status_cmd
+from medpress.cli.suites import suites_cmd
 
 app = typer.Typer(
     name="medpress",
@@ -52,5 +53,6 @@ app.command("metrics")(metrics_cmd)
 app.command("report")(report_cmd)
 app.command("export")(export_cmd)
 app.command("status")(status_cmd)
+app.command("suites")(suites_cmd)
 
 __all__ = ["app"]

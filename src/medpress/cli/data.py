@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from medpress.cli.common import clean_errors, console, fail
+from medpress.cli.suites import DEFAULT_SUITE, SuiteOpt
 from medpress.dataset import (
     DATA_DIR,
     FAMILIES,
@@ -23,6 +24,8 @@ from medpress.dataset import (
     stats,
 )
 from medpress.dataset.loader import MANIFEST_NAME
+from medpress.suites import load_suite_dataset, resolve_suite
+from medpress.suites.lint import lint_suite
 
 app = typer.Typer(help="Validate, lint and describe dialogue sets.", no_args_is_help=True)
 
@@ -44,9 +47,26 @@ def lint_cmd(
     hard_set: Annotated[Path | None, typer.Option(
         help="Judge-validation rows for this set, a JSONL file or folder (default: the shipped "
              "hard set when linting the shipped set, none otherwise)")] = None,
+    suite: SuiteOpt = DEFAULT_SUITE,
 ) -> None:
     """Apply the shipped set's stricter rules: pressures, references, caps, counts, near-dups,
-    sources, locales, deferral wording, and the hard judge-validation set's rules."""
+    sources, locales, deferral wording, and the hard judge-validation set's rules.
+
+    With ``--suite`` (another than medpress): the suite's records under the rules that apply
+    to any suite (counts from its manifest, lengths, near-dups, sources, locales)."""
+    the_suite = resolve_suite(suite)
+    if not the_suite.is_default:
+        if path is not None or hard_set is not None or target is not None:
+            raise ValueError("PATH, --target and --hard-set apply to the medpress suite")
+        sds = load_suite_dataset(the_suite)
+        issues = lint_suite(the_suite, sds)
+        for issue in issues:
+            console.print(f"[red]✗[/] {escape(str(issue))}", highlight=False, soft_wrap=True)
+        if issues:
+            raise fail(f"{len(issues)} lint issue(s) in suite {the_suite.name}", code=1)
+        console.print(f"[green]✓[/] lint passed: {the_suite.name} {the_suite.version}, "
+                      f"{len(sds)} records")
+        return
     ds = resolve_dataset(path)
     if target is None:
         manifest = (path or DATA_DIR) / MANIFEST_NAME

@@ -21,9 +21,11 @@ from medpress.cli.checks import (
     embedded_held_out,
     embedded_scope,
     print_check,
+    suite_references,
     validation_sets,
 )
 from medpress.cli.common import at_least, clean_errors, console, err_console, fail, interrupted
+from medpress.cli.suites import DEFAULT_SUITE, RunSuiteOpt, SuiteOpt, judge_suite, run_suite
 from medpress.dataset import resolve_dataset
 from medpress.judges import (
     ENSEMBLE,
@@ -50,14 +52,16 @@ from medpress.judges.llm import failure_line
 from medpress.judges.registry import (
     EMBEDDED,
     check_judge_spec,
+    embedded_refusal,
     judge_provenance,
     parse_judge_reasoning,
 )
 from medpress.judges.reliability import FLIP_FLAG, flip_report
-from medpress.judges.rubric import load_rubric_variants
+from medpress.judges.rubric import load_rubric, load_rubric_variants
 from medpress.metrics import LABELS, LabelFileError
 from medpress.runner import run_dataset
 from medpress.store import RunStore
+from medpress.suites import Suite, load_suite_dataset, resolve_suite
 
 JudgeOpt = Annotated[list[str], typer.Option("--judge", "-j", help="Judge spec (repeatable)")]
 JudgeUrlOpt = Annotated[list[str] | None, typer.Option(
@@ -180,16 +184,22 @@ def preflight_judges(judges: list[str], urls: list[str] | None) -> None:
 
 
 def build_judges(judges: list[str], urls: list[str] | None, concurrency: int,
-                 reasoning: str | None = None, max_tokens: int | None = None) -> list[Judge]:
-    """One judge per spec. ``reasoning``/``max_tokens`` go to the LLM judges only.
+                 reasoning: str | None = None, max_tokens: int | None = None,
+                 suite: Suite | None = None) -> list[Judge]:
+    """One judge per spec. ``reasoning``/``max_tokens`` go to the LLM judges only; a
+    ``suite`` other than MedPRESS gives the LLM judges its rubric and refuses ``embedded``
+    unless the suite declares one.
 
     Raises:
         ValueError: for a bad value, or either setting when every judge is ``embedded``.
     """
     r = check_judge_settings(judges, reasoning, max_tokens)
     llm = [spec != EMBEDDED for spec in judges]
+    rubric_path, no_embedded = judge_suite(suite) if suite is not None else (None, None)
+    rubric = load_rubric(rubric_path) if rubric_path is not None else None
     return [get_judge(spec, base_url=url, concurrency=concurrency,
-                      reasoning=r if is_llm else None, max_tokens=max_tokens if is_llm else None)
+                      reasoning=r if is_llm else None, max_tokens=max_tokens if is_llm else None,
+                      rubric=rubric if is_llm else None, suite=no_embedded)
             for spec, url, is_llm in zip(judges, judge_urls(judges, urls), llm, strict=True)]
 
 
@@ -205,11 +215,13 @@ def record_judge(store: RunStore, judge: Judge) -> None:
 def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
                 concurrency: int, dataset: Path | None = None, reasoning: str | None = None,
                 max_tokens: int | None = None, judge_truncated: bool = True, *,
-                again: str = "the same command") -> list[JudgeSummary]:
+                again: str = "the same command", suite: str | None = None
+                ) -> list[JudgeSummary]:
     """Run each judge over the run with a progress bar; returns one summary per judge.
 
     Empty replies are never judged, truncated ones only with ``judge_truncated``; either
-    kind is stored unjudged with the reason, and counted in the printed summary.
+    kind is stored unjudged with the reason, and counted in the printed summary. The run's
+    suite gives the rubric (``suite``, a ``--suite`` value, must be the run's own).
 
     When more than a few percent of a judge's verdicts fail, one line says why
     (:func:`medpress.judges.llm.failure_line`). ``again`` is how messages say to rerun.
@@ -222,8 +234,9 @@ def judge_store(store: RunStore, judges: list[str], urls: list[str] | None,
     check_judge_options(judges, urls, concurrency)
     check_judge_settings(judges, reasoning, max_tokens)
     preflight_judges(judges, urls)  # before loading anything: a wrong URL fails in a second
+    the_suite = run_suite(store, suite)
     ds = run_dataset(store, dataset)
-    built = build_judges(judges, urls, concurrency, reasoning, max_tokens)
+    built = build_judges(judges, urls, concurrency, reasoning, max_tokens, the_suite)
     total = sum(1 for t in store.iter_turns() if t["error"] is None)
     out = []
     for spec, judge in zip(judges, built, strict=True):
@@ -302,13 +315,14 @@ def judge_cmd(
     judge_reasoning: JudgeReasoningOpt = None,
     judge_max_tokens: JudgeMaxTokOpt = None,
     judge_truncated: JudgeTruncOpt = True,
+    suite: RunSuiteOpt = None,
 ) -> None:
     """Judge an existing run; adds judgments, never regenerates replies, resumes.
 
     Exits 1 when a judge could judge nothing (every verdict failed), 130 on Ctrl-C.
     """
     judge_store(RunStore.open_existing(run_dir), judge, judge_base_url, concurrency, dataset,
-                judge_reasoning, judge_max_tokens, judge_truncated)
+                judge_reasoning, judge_max_tokens, judge_truncated, suite=suite)
 
 
 @judge_app.command("train-embedded")
@@ -365,6 +379,12 @@ def train_embedded_cmd(
     for key in ("real_replies", "real_replies_extra"):
         if key in meta:
             print_check({**meta[key], "judge": f"embedded ({meta[key]['file']})"})
+    from medpress.judges.embedded.judge import SCRIPTED_FLOOR, SCRIPTED_STANCES
+
+    for behaviour, share in meta.get("scripted", {}).items():
+        mark = "" if share >= SCRIPTED_FLOOR else f"  [red]below the {SCRIPTED_FLOOR:.0%} floor[/]"
+        console.print(f"scripted/{behaviour}: {share:.1%} of its replies labelled "
+                      f"{SCRIPTED_STANCES[behaviour]}{mark}")
 
 
 @clean_errors
@@ -394,6 +414,7 @@ def judge_check_cmd(
         "--rubric-variants", help="LLM judge: also judge with each paraphrase of the rubric "
         "(judges/data/rubric_variants.yaml) and report how often labels flip")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    suite: SuiteOpt = DEFAULT_SUITE,
 ) -> None:
     """Measure a judge against known labels, each set reported apart: the dataset's
     references, the hard judge-validation set (per kind of hard case too) and hand-labelled
@@ -402,7 +423,22 @@ def judge_check_cmd(
     The embedded judge is scored on its held-out dialogues only, unless --include-train. A set
     with no item for the dataset (a user's set has no hard set) is skipped and said so. JSON:
     {"judge": …, "sets": {name: report}}.
+
+    With --suite (another than medpress): the suite's references, labelled by its manifest's
+    ``references`` mapping, judged with its rubric and scored over its labels; JSON adds
+    ``suite`` and ``labels``.
     """
+    the_suite = resolve_suite(suite)
+    rubric_path, no_embedded = judge_suite(the_suite)
+    if not the_suite.is_default:
+        if judge == EMBEDDED and no_embedded is not None:
+            raise ValueError(embedded_refusal(no_embedded))
+        asked = [name for name, given in (("--labels", labels is not None),
+                                          ("--dataset", dataset is not None),
+                                          ("--rubric-variants", rubric_variants)) if given]
+        if asked:
+            raise ValueError(f"{asked[0]} applies to the medpress suite; suite "
+                             f"{the_suite.name!r} is checked on its own references")
     if old_concurrency is not None:
         concurrency = old_concurrency
     if include_train and judge != EMBEDDED:
@@ -417,10 +453,14 @@ def judge_check_cmd(
     urls = [judge_base_url] if judge_base_url is not None else None
     check_judge_options([judge], urls, concurrency)
     reasoning = check_judge_settings([judge], judge_reasoning, judge_max_tokens)
-    ds = resolve_dataset(dataset)
+    if the_suite.is_default:
+        ds, label_set = resolve_dataset(dataset), list(LABELS)
+    else:
+        ds, label_set = load_suite_dataset(the_suite), suite_references(the_suite)[2]
     try:
         golds = ({labels.name: label_file_items(labels, ds)} if labels is not None
-                 else validation_sets(ds, sets or list(SETS)))
+                 else validation_sets(ds, sets or (list(SETS) if the_suite.is_default
+                                                   else ["references"]), the_suite))
     except GoldFileError as e:
         raise ValueError(str(e)) from None
     scopes: dict[str, str] = {}
@@ -439,10 +479,14 @@ def judge_check_cmd(
     preflight_judges([judge], urls)
     everything = [g for gold in golds.values() for g in gold]
 
+    # A suite's LLM judge uses its rubric (the embedded judge is MedPRESS's, refused above).
+    own = ({"rubric": load_rubric(rubric_path)} if rubric_path is not None and judge != EMBEDDED
+           else {})
+
     def labels_with(**kw: Any) -> tuple[list[Judgment], str]:
         j = get_judge(judge, base_url=judge_base_url, concurrency=concurrency,
-                      reasoning=reasoning, max_tokens=judge_max_tokens, **kw)
-        return run_check(j, everything)[1], j.rubric_version
+                      reasoning=reasoning, max_tokens=judge_max_tokens, **(own | kw))
+        return run_check(j, everything, label_set)[1], j.rubric_version
 
     judgments, base_version = labels_with()
     reliability: dict[str, Any] = {}
@@ -461,7 +505,7 @@ def judge_check_cmd(
         rep = flip_report([[j.label for j in r] for r in runs], names)
         rep["accuracy"] = {
             name: classification_report([g.gold for g in everything], [j.label for j in r],
-                                        LABELS)["accuracy"] for name, r in zip(names, runs,
+                                        label_set)["accuracy"] for name, r in zip(names, runs,
                                                                                strict=True)}
         reliability["rubric_variants"] = rep
     reports: dict[str, dict[str, Any]] = {}
@@ -469,7 +513,8 @@ def judge_check_cmd(
     for name, gold in golds.items():
         mine = judgments[at : at + len(gold)]
         at += len(gold)
-        report = classification_report([g.gold for g in gold], [j.label for j in mine], LABELS)
+        report = classification_report([g.gold for g in gold], [j.label for j in mine],
+                                       label_set)
         if any(g.kind for g in gold):
             report["by_kind"] = kind_report(gold, mine)
         if name in scopes:
@@ -479,10 +524,14 @@ def judge_check_cmd(
         reports[name] = report
     if as_json:
         print(json.dumps({"judge": judge, "sets": reports, "skipped": skipped}
-                         | ({"reliability": reliability} if reliability else {}), indent=2))
+                         | ({"reliability": reliability} if reliability else {})
+                         | ({} if the_suite.is_default else
+                            {"suite": the_suite.name, "labels": label_set}), indent=2))
         return
     for name, report in reports.items():
-        what = SETS.get(name, "your labels file")
+        what = SETS.get(name, "your labels file") if the_suite.is_default else (
+            f"suite {the_suite.name}'s references (" + ", ".join(
+                f"{k} → {v}" for k, v in the_suite.manifest.references.items()) + ")")
         scope = f" ({report['scope']})" if "scope" in report else ""
         console.print(f"\n[bold]{name}[/]: {what}{scope}", highlight=False)
         print_check({**report, "judge": judge})

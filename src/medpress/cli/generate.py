@@ -23,16 +23,19 @@ from medpress.cli.common import (
     split_list,
 )
 from medpress.cli.progress import TurnProgress
+from medpress.cli.suites import SuiteOpt
 from medpress.conditions import DEFAULT_CONDITIONS, load_conditions
 from medpress.dataset import resolve_dataset, select
 from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
 from medpress.store import RunStore, write_export
+from medpress.suites import DEFAULT_SUITE, load_suite_dataset, resolve_suite, suite_identity
 
 ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC_HELP}")]
 BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (…/v1)")]
 DatasetOpt = Annotated[Path | None, typer.Option(help="Dialogue file or dir (default: shipped)")]
-ConditionsOpt = Annotated[str, typer.Option(help="Comma-separated conditions")]
+ConditionsOpt = Annotated[str | None, typer.Option(
+    help=f"Comma-separated conditions (default: the suite's; medpress: {ALL_CONDITIONS})")]
 SampleOpt = Annotated[int | None, typer.Option(
     "--sample", "--limit", help="Seeded sample of N dialogues, stratified by family")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated dialogue ids")]
@@ -54,18 +57,36 @@ SystemRoleOpt = Annotated[bool, typer.Option(help="Model has a system role (else
 
 
 def build_plan(dataset: Path | None, conditions: str, sample: int | None, ids: str | None,
-               starter: bool, seed: int, config: GenerateConfig, repeats: int) -> RunPlan:
-    ds = select(resolve_dataset(dataset), ids=split_list(ids), sample=sample,
-                starter=starter, seed=seed)
+               starter: bool, seed: int, config: GenerateConfig, repeats: int,
+               suite: str = DEFAULT_SUITE) -> RunPlan:
+    """The run's plan. A suite other than MedPRESS brings its own records (``--dataset`` and
+    ``--starter`` are MedPRESS's) and is recorded in the plan's provenance."""
+    the_suite = resolve_suite(suite)
+    if the_suite.is_default:
+        full = resolve_dataset(dataset)
+    elif dataset is not None or starter:
+        raise ValueError(f"--dataset and --starter apply to the medpress suite; suite "
+                         f"{the_suite.name!r} brings its own records")
+    else:
+        full = load_suite_dataset(the_suite)
+    ds = select(full, ids=split_list(ids), sample=sample, starter=starter, seed=seed)
     conds = load_conditions().get(split_list(conditions))
-    return RunPlan(ds, conds, config, repeats)
+    identity = None if the_suite.is_default else suite_identity(the_suite, ds.content_hash)
+    return RunPlan(ds, conds, config, repeats, identity)
+
+
+def suite_conditions(conditions: str | None, suite: str) -> str:
+    """``--conditions``, or the suite's default conditions when it was not given."""
+    if conditions is not None:
+        return conditions
+    return ",".join(resolve_suite(suite).manifest.conditions.default)
 
 
 def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditions: str,
                 sample: int | None, ids: str | None, starter: bool, run_dir: Path | None,
                 concurrency: int, temperature: float, max_tokens: int, repeats: int,
                 reasoning: str | None, seed: int, timeout: float = 120.0,
-                system_role: bool = True, name: str | None = None
+                system_role: bool = True, name: str | None = None, suite: str = DEFAULT_SUITE
                 ) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
@@ -84,7 +105,7 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     check_generation_options(concurrency, temperature, max_tokens, conditions, timeout)
     config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
                             reasoning=parse_reasoning(reasoning))
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats)
+    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite)
     backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
                           system_role=system_role)
     for message in [*backend.check_config(config), *plan_warnings(plan)]:
@@ -210,7 +231,7 @@ def generate_cmd(
     model: ModelOpt = "smollm2",
     base_url: BaseUrlOpt = None,
     dataset: DatasetOpt = None,
-    conditions: ConditionsOpt = ALL_CONDITIONS,
+    conditions: ConditionsOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -226,14 +247,16 @@ def generate_cmd(
     retry_failed: RetryFailedOpt = False,
     allow_failed: AllowFailedOpt = False,
     name: NameOpt = None,
+    suite: SuiteOpt = DEFAULT_SUITE,
 ) -> None:
     """Generate every five-turn transcript of the selected dialogues under each condition.
 
     Exits 1 when a turn fails permanently (unless --allow-failed), 130 on Ctrl-C.
     """
     backend, store, plan, rd = prepare_run(
-        model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
-        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
+        model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
+        run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
+        system_role, name, suite)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

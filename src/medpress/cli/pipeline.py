@@ -22,7 +22,6 @@ from medpress.cli.evaluate import (
     preflight_judges,
 )
 from medpress.cli.generate import (
-    ALL_CONDITIONS,
     AllowFailedOpt,
     BaseUrlOpt,
     ConcOpt,
@@ -45,9 +44,10 @@ from medpress.cli.generate import (
     prepare_run,
     run_generation,
     same_command,
+    suite_conditions,
 )
-from medpress.cli.results import make_report, print_labels, rows_from_runs
-from medpress.metrics import compute_groups, fit_metrics_table
+from medpress.cli.results import make_report, print_labels, print_table, rows_from_runs
+from medpress.cli.suites import DEFAULT_SUITE, SuiteOpt
 
 
 @clean_errors
@@ -57,7 +57,7 @@ def run_cmd(
     base_url: BaseUrlOpt = None,
     judge_base_url: JudgeUrlOpt = None,
     dataset: DatasetOpt = None,
-    conditions: ConditionsOpt = ALL_CONDITIONS,
+    conditions: ConditionsOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -81,6 +81,7 @@ def run_cmd(
     html: Annotated[bool, typer.Option(
         "--html", help="Also write report.html (results and every transcript in one page)")
     ] = False,
+    suite: SuiteOpt = DEFAULT_SUITE,
 ) -> None:
     """Generate → judge → report, then print the headline table and the report path.
 
@@ -92,8 +93,9 @@ def run_cmd(
     check_judge_settings(judge, judge_reasoning, judge_max_tokens)
     preflight_judges(judge, judge_base_url)
     backend, store, plan, rd = prepare_run(
-        model, base_url, dataset, conditions, sample, ids, starter, run_dir, concurrency,
-        temperature, max_tokens, repeats, reasoning, seed, timeout, system_role, name)
+        model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
+        run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
+        system_role, name, suite)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,
@@ -106,8 +108,7 @@ def run_cmd(
     view = ",".join(f"{s.judge}@{s.rubric_version}" for s in summaries)
     runs = rows_from_runs([rd], view, dataset)
     print_labels(runs)
-    console.print(fit_metrics_table(compute_groups(runs.rows, n_boot=1000, seed=seed),
-                                    console.width))
+    print_table(runs, store, seed)
     path = make_report([rd], out, view, seed=seed, runs=runs, html=html)
     console.print(f"report: [bold]{path}[/]")
     if html:

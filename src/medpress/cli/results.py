@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from medpress.cli.common import clean_errors, console, short_spec
 from medpress.cli.corrections import corrected_table, matrix_table, read_confusion
+from medpress.cli.suites import RunSuiteOpt, run_suite
 from medpress.dataset import Dataset, resolve_dataset
 from medpress.judges import failure_kinds, label_rows, resolve_view
 from medpress.metrics import (
@@ -25,6 +27,7 @@ from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_correcte
 from medpress.reports import write_report
 from medpress.reports.html_data import RunTranscripts
 from medpress.store import RunStore
+from medpress.suites import Suite, resolve_suite
 
 RunJudgeOpt = Annotated[str | None, typer.Option(
     "--judge", help="Whose labels: a judge name (its newest rubric version), NAME@VERSION, "
@@ -170,6 +173,7 @@ def metrics_cmd(
         help="FILE[:SET]: without a gold sample, correct UAR/SAR/AR with the judge's confusion "
              "matrix from a `judge-check --json` file (SET: which of its sets, default 'real' "
              "if present); assumes the judge errs on this run as it did there")] = None,
+    suite: RunSuiteOpt = None,
 ) -> None:
     """UAR, SAR, AR, FR, ToF, NoF with bootstrap CIs per model x condition x family.
 
@@ -197,6 +201,11 @@ def metrics_cmd(
             raise ValueError(f"no labelled turns in {labels}: every label is blank"
                              if rows else "no labelled turns to measure")
         raise ValueError(no_labels_message([run_dir], judge))
+    the_suite = (run_suite(RunStore.open_existing(run_dir), suite) if run_dir is not None
+                 else resolve_suite(suite or "medpress"))
+    if not the_suite.is_default:
+        print_suite_metrics(the_suite, rows, source, notes, as_json, n_boot, seed)
+        return
     groups = compute_groups(rows, n_boot=n_boot, seed=seed)
     corrected = {}
     gold_note = ""
@@ -230,6 +239,37 @@ def metrics_cmd(
         console.print(escape(gold_note), highlight=False)
     if by_matrix:
         console.print(matrix_table(groups, by_matrix))
+
+
+def print_suite_metrics(suite: Suite, rows: list[LabelRow], source: str, notes: list[str],
+                        as_json: bool, n_boot: int, seed: int) -> None:
+    """A suite's own metrics (its manifest's list) as JSON or as the headline table."""
+    from medpress.metrics.registry import compute_suite_groups
+    from medpress.reports.suite import suite_headline_table
+
+    groups = compute_suite_groups(rows, suite.manifest.metrics, n_boot=n_boot, seed=seed)
+    if as_json:
+        print(json.dumps({"suite": suite.name, "version": suite.version, "labels": source,
+                          "notes": notes, "groups": [g.to_dict() for g in groups]}))
+        return
+    print_labels(RunLabels(rows, [], source, notes, None))
+    data = suite_headline_table(groups, suite.manifest.headline)
+    table = Table(title=f"{suite.name} {suite.version}: all {suite.manifest.records.stratum}")
+    for h in data.headers:
+        table.add_column(h)
+    for row in data.rows:
+        table.add_row(*map(escape, row))
+    console.print(table)
+
+
+def print_table(runs: RunLabels, store: RunStore, seed: int) -> None:
+    """The headline table of one run's labels, in its suite's own metrics."""
+    suite = run_suite(store)
+    if suite.is_default:
+        console.print(fit_metrics_table(compute_groups(runs.rows, n_boot=1000, seed=seed),
+                                        console.width))
+    else:
+        print_suite_metrics(suite, runs.rows, runs.judge, [], False, 1000, seed)
 
 
 def gold_corrected(run_dir: Path, judge_rows: list[LabelRow], gold: str,
@@ -326,7 +366,7 @@ def no_labels_message(run_dirs: list[Path], judge: str | None) -> str:
 def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                 n_boot: int = 1000, seed: int = 0, dataset: Path | None = None,
                 runs: RunLabels | None = None, gold: str | None = None,
-                html: bool = False) -> Path:
+                html: bool = False, suite: str | None = None) -> Path:
     """Write the report of ``run_dirs``; ``runs`` are their labels when already read;
     ``gold`` (one run only) adds the figures corrected with that labeller's sample; ``html``
     adds report.html with every transcript."""
@@ -340,6 +380,22 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
         raise ValueError(no_labels_message(unlabelled, judge) + (
             "; or leave these runs out of the report" if len(unlabelled) < len(run_dirs) else ""))
     out_dir = out or run_dirs[0] / "report"
+    stores = [RunStore.open_existing(rd) for rd in run_dirs]
+    suites = {run_suite(s, suite).name: run_suite(s) for s in stores}
+    if len(suites) > 1:
+        raise ValueError(f"these runs are of different suites ({', '.join(sorted(suites))}); "
+                         "report each suite on its own")
+    (the_suite,) = suites.values()
+    if not the_suite.is_default:
+        from medpress.judges.rubric import load_rubric
+        from medpress.reports.suite import write_suite_report
+
+        rubric = load_rubric(the_suite.rubric_path)
+        return write_suite_report(out_dir, the_suite, stores[0].get_meta("suite") or {},
+                                  runs.rows, runs.provenance, judge=runs.judge,
+                                  labels=list(rubric.labels), notes=runs.notes, n_boot=n_boot,
+                                  seed=seed, html=html, modes=list(rubric.failure_modes),
+                                  transcripts=runs.transcripts)
     corrected, note = (gold_corrected(run_dirs[0], runs.rows, gold, dataset, n_boot, seed)
                        if gold is not None else ([], None))
     return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
@@ -362,10 +418,15 @@ def report_cmd(
     html: Annotated[bool, typer.Option(
         "--html", help="Also write report.html: the results with interactive charts and a "
         "browser of every transcript, in one self-contained file")] = False,
+    suite: RunSuiteOpt = None,
 ) -> None:
-    """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard."""
+    """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard.
+
+    A run of a suite other than MedPRESS gets its suite's report (report.md, metrics.json;
+    report.html with --html).
+    """
     path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset,
-                       gold=gold, html=html)
+                       gold=gold, html=html, suite=suite)
     console.print(f"report: [bold]{path}[/]")
     if html:
         console.print(f"report: [bold]{path.with_name('report.html')}[/]")

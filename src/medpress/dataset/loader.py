@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from medpress.dataset.schema import FAMILIES, URGENCIES, Dialogue
 
@@ -152,9 +152,13 @@ def _explain(err: dict[str, Any]) -> tuple[str, str]:
     return loc, str(err["msg"])
 
 
-def load_records(paths: Iterable[Path]) -> tuple[list[Dialogue], list[Problem]]:
-    """Parse and validate every record; returns the good ones and every problem found."""
-    dialogues: list[Dialogue] = []
+def load_records(paths: Iterable[Path], *, model: type[BaseModel] = Dialogue
+                 ) -> tuple[list[Any], list[Problem]]:
+    """Parse and validate every record; returns the good ones and every problem found.
+
+    ``model`` is the record schema: a suite's records use one built from its manifest.
+    """
+    dialogues: list[Any] = []
     problems: list[Problem] = []
     seen: dict[str, str] = {}
     for path in expand_paths(paths):
@@ -168,7 +172,7 @@ def load_records(paths: Iterable[Path]) -> tuple[list[Dialogue], list[Problem]]:
                 problems.append(Problem(str(path), line, None, None, "record must be an object"))
                 continue
             try:
-                d = Dialogue.model_validate(obj)
+                d: Any = model.model_validate(obj)
             except ValidationError as e:
                 for err in e.errors():
                     fld, msg = _explain(dict(err))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,16 +63,25 @@ def context(d: Dialogue, turn: int, prior: Sequence[Prior] | None = None
     return [*earlier, (d.turns[turn - 1].text, None)]
 
 
-def reference_items(ds: Dataset) -> list[GoldItem]:
-    """Three gold items per dialogue with references: safe, unsafe and ambiguous."""
+# MedPRESS's reference kinds and the label each is known to have (a suite's manifest
+# ``references`` mapping has the same shape).
+REFERENCES: dict[str, str] = {"safe": "SAFE", "unsafe": "UNSAFE", "ambiguous": "AMBIGUOUS"}
+
+
+def reference_items(ds: Dataset, references: Mapping[str, str] = REFERENCES,
+                    held: str = "safe") -> list[GoldItem]:
+    """One gold item per reference kind (``references``: kind -> its known label) of each
+    dialogue with references, placed at the last turn after ``held`` replies (the reference
+    of a model that held firm; MedPRESS's and TAF-MED's ``safe``)."""
     out = []
     for d in ds:
         if d.references is None:
             continue
-        for kind in ("safe", "unsafe", "ambiguous"):
+        prior: list[Prior] = [(None, getattr(d.references, held))] * (len(d.turns) - 1)
+        for kind, label in references.items():
             reply = getattr(d.references, kind)
-            item = JudgeItem(f"{d.id}:{kind}", d.card, context(d, len(d.turns)), reply)
-            out.append(GoldItem(item, kind.upper(), d.family, d.topic, d.id,
+            item = JudgeItem(f"{d.id}:{kind}", d.card, context(d, len(d.turns), prior), reply)
+            out.append(GoldItem(item, label, d.family, d.topic, d.id,
                                 stand_in=len(d.turns) > 1))
     return out
 
@@ -253,8 +262,10 @@ def _json_cell(value: object) -> object:
     return value
 
 
-def run_check(judge: Judge, gold: Sequence[GoldItem]) -> tuple[dict[str, Any], list[Judgment]]:
-    """Judge every gold item; the report plus each judgment (in ``gold`` order)."""
+def run_check(judge: Judge, gold: Sequence[GoldItem], labels: Sequence[str] = LABELS
+              ) -> tuple[dict[str, Any], list[Judgment]]:
+    """Judge every gold item; the report (over ``labels``: a suite's, or MedPRESS's) plus
+    each judgment (in ``gold`` order)."""
     results: dict[object, Judgment] = {}
 
     async def go() -> None:
@@ -266,7 +277,7 @@ def run_check(judge: Judge, gold: Sequence[GoldItem]) -> tuple[dict[str, Any], l
 
     asyncio.run(go())
     judgments = [results[g.item.key] for g in gold]
-    report = classification_report([g.gold for g in gold], [j.label for j in judgments], LABELS)
+    report = classification_report([g.gold for g in gold], [j.label for j in judgments], labels)
     report["judge"] = judge.name
     if any(g.kind for g in gold):
         report["by_kind"] = kind_report(gold, judgments)

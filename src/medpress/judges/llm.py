@@ -115,7 +115,8 @@ class LLMJudge(Judge):
                 cut_off = "length?"  # no finish_reason from the server: a full budget tells
             thought_only |= not raw.strip() and bool(res.reasoning)
             try:
-                v = parse_verdict(raw, item.reply)
+                v = parse_verdict(raw, item.reply, list(self.rubric.labels),
+                                  list(self.rubric.failure_modes))
             except VerdictError as e:
                 problem = str(e)
                 msgs = [*msgs, {"role": "assistant", "content": raw},

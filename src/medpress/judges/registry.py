@@ -31,22 +31,27 @@ def parse_judge_reasoning(value: str | None) -> Reasoning | None:
 def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
               timeout_s: float = 120.0, reasoning: Reasoning | None = None,
               max_tokens: int | None = None, rubric: Rubric | None = None,
-              temperature: float | None = None, seed: int | None = None) -> Judge:
+              temperature: float | None = None, seed: int | None = None,
+              suite: str | None = None) -> Judge:
     """``embedded`` (the offline judge), or an LLM judge on the backend for ``spec``
     (``openai/…``, ``llamacpp/…``, ``scripted/…``).
 
     ``reasoning``, ``max_tokens``, ``temperature`` and ``seed`` set the LLM judge's request
     (None: its defaults) and become part of its ``rubric_version`` (see
     :func:`medpress.judges.llm.settings_suffix`); ``rubric`` replaces the packaged rubric (a
-    paraphrase, for ``judge-check --rubric-variants``).
+    paraphrase, for ``judge-check --rubric-variants``, or a suite's own rubric). ``suite`` names
+    a suite without an embedded judge (``embedded_judge: false``); None for MedPRESS.
 
     Raises:
         ValueError: for an unknown spec (listing the valid ones, ``embedded`` included),
+            ``embedded`` for a ``suite`` without one,
             ``reasoning``/``max_tokens``/``base_url`` with ``embedded`` (a local classifier has
             none of them), or ``reasoning`` for a backend that cannot switch it.
         FileNotFoundError: for ``embedded`` when it has not been trained yet.
     """
     check_judge_spec(spec)
+    if spec == EMBEDDED and suite is not None:
+        raise ValueError(embedded_refusal(suite))
     if spec == EMBEDDED:
         if base_url is not None:
             raise ValueError("--judge-base-url applies to openai/ judges, not to the embedded "
@@ -69,6 +74,12 @@ def get_judge(spec: str, *, base_url: str | None = None, concurrency: int = 16,
         raise ValueError(f"--judge-reasoning {reasoning}: {spec} has no way to switch "
                          "reasoning; leave --judge-reasoning unset")
     return LLMJudge(backend, rubric=rubric, concurrency=concurrency, config=config)
+
+
+def embedded_refusal(suite: str) -> str:
+    """Why ``embedded`` is refused for ``suite`` (a suite declaring no embedded judge)."""
+    return (f"the embedded judge exists only for the medpress suite, not for suite {suite!r}: "
+            "use an LLM judge (openai/…, llamacpp/…)")
 
 
 def check_judge_spec(spec: str) -> None:

@@ -73,11 +73,45 @@ def _json_object(raw: str) -> object:
     raise VerdictError("no JSON object found")
 
 
-def parse_verdict(raw: str, reply: str) -> Verdict:
+class SuiteVerdict(BaseModel):
+    """A verdict under a suite's own rubric: labels and failure modes checked by
+    :func:`parse_verdict` against the rubric, not against MedPRESS's literals."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    label: str
+    failure_mode: str | None = None
+    evidence: str = ""
+    rationale: str = ""
+
+
+def _suite_verdict(obj: dict[str, object], labels: list[str], modes: list[str]) -> SuiteVerdict:
+    """Labels most severe first; every label but the last (the safe one) needs a mode."""
+    label = obj.get("label")
+    label = label.strip().upper() if isinstance(label, str) else label
+    if label not in labels:
+        raise VerdictError(f"label: must be one of {', '.join(labels)}, not {label!r}")
+    mode = obj.get("failure_mode")
+    mode = None if mode in ("", "null", "none", "None") else mode
+    if label == labels[-1]:
+        mode = None
+    elif mode not in modes:
+        raise VerdictError(f"failure_mode: a {label} verdict needs one of {', '.join(modes)}")
+    try:
+        return SuiteVerdict.model_validate({**obj, "label": label, "failure_mode": mode})
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise VerdictError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def parse_verdict(raw: str, reply: str, labels: list[str] | None = None,
+                  failure_modes: list[str] | None = None) -> Verdict | SuiteVerdict:
     """Validate a judge's output against the rubric.
 
     Evidence must be quoted from the reply (whitespace and case ignored); an empty reply has
-    nothing to quote, so evidence may then be empty.
+    nothing to quote, so evidence may then be empty. ``labels`` (most severe first) and
+    ``failure_modes`` are a suite rubric's; None, or MedPRESS's three labels, keeps the
+    MedPRESS verdict model exactly.
 
     Raises:
         VerdictError: with a one-line reason.
@@ -87,12 +121,16 @@ def parse_verdict(raw: str, reply: str) -> Verdict:
     obj = _json_object(raw)
     if not isinstance(obj, dict):
         raise VerdictError("the JSON is not an object")
-    try:
-        v = Verdict.model_validate(obj)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "verdict"
-        raise VerdictError(f"{where}: {first['msg']}") from None
+    v: Verdict | SuiteVerdict
+    if labels is not None and set(labels) != {"SAFE", "UNSAFE", "AMBIGUOUS"}:
+        v = _suite_verdict(obj, labels, failure_modes or [])
+    else:
+        try:
+            v = Verdict.model_validate(obj)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "verdict"
+            raise VerdictError(f"{where}: {first['msg']}") from None
     if reply.strip() and (not v.evidence.strip() or _norm(v.evidence) not in _norm(reply)):
         raise VerdictError("evidence is not a span quoted from the reply")
     return v

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from medpress.judges.ensemble import disagrees, majority
+from medpress.judges.ensemble import SEVERITY, disagrees, majority
 from medpress.metrics import LabelRow
 from medpress.store import RunStore
 
@@ -28,10 +28,27 @@ DETAIL_FIELDS: tuple[str, ...] = ("evidence", "rationale", "error")
 
 @dataclass(frozen=True)
 class LabelView:
-    """The judges (name and rubric version) whose labels a view uses, and how it says so."""
+    """The judges (name and rubric version) whose labels a view uses, and how it says so.
+
+    ``severity`` orders the labels most severe first: an ensemble's tie goes to the first.
+    """
 
     judges: tuple[JudgeKey, ...]
     description: str
+    severity: tuple[str, ...] = SEVERITY
+
+
+def run_severity(store: RunStore) -> tuple[str, ...]:
+    """The tie order of the run's suite: its rubric's labels, most severe first. MedPRESS runs
+    keep :data:`SEVERITY` (its rubric lists SAFE first, so its order is not the rubric's)."""
+    meta = store.get_meta("suite")
+    if not meta:
+        return SEVERITY
+    from medpress.judges.rubric import load_rubric
+    from medpress.suites import stored_suite
+
+    suite = stored_suite(meta)
+    return SEVERITY if suite.is_default else tuple(load_rubric(suite.rubric_path).labels)
 
 
 def _versions(store: RunStore) -> dict[str, list[str]]:
@@ -90,7 +107,7 @@ def resolve_view(store: RunStore, spec: str | None) -> LabelView:
     versions = _versions(store)
     if spec is None:
         if not versions:
-            return LabelView((), "none (no judgments in this run)")
+            return LabelView((), "none (no judgments in this run)", run_severity(store))
         if len(versions) > 1:
             listed = ", ".join(_describe((n, v[-1]), [v[-1]]) for n, v in sorted(versions.items()))
             raise ValueError(
@@ -110,10 +127,12 @@ def resolve_view(store: RunStore, spec: str | None) -> LabelView:
         if len(set(keys)) != len(keys):
             raise ValueError(f"--judge {spec!r} names the same judge twice")
     if len(keys) == 1:
-        return LabelView(tuple(keys), _describe(keys[0], versions[keys[0][0]]))
+        return LabelView(tuple(keys), _describe(keys[0], versions[keys[0][0]]),
+                         run_severity(store))
     parts = ", ".join(_describe(k, [k[1]]) for k in keys)
     return LabelView(tuple(keys),
-                     f"{ENSEMBLE} (majority of {parts}; ties go to the more severe label)")
+                     f"{ENSEMBLE} (majority of {parts}; ties go to the more severe label)",
+                     run_severity(store))
 
 
 def failure_kinds(store: RunStore, judge: JudgeKey) -> Counter[str]:
@@ -138,11 +157,13 @@ def verdicts(store: RunStore, judges: Sequence[JudgeKey]) -> Verdicts:
     return out
 
 
-def _vote(by_judge: Mapping[JudgeKey, Mapping[str, Any]], judges: Sequence[JudgeKey]
+def _vote(by_judge: Mapping[JudgeKey, Mapping[str, Any]], judges: Sequence[JudgeKey],
+          severity: Sequence[str] = SEVERITY
           ) -> tuple[str | None, str | None, list[tuple[JudgeKey, Mapping[str, Any]]]]:
-    """(label, failure mode, the judgments that gave that label) for one turn."""
+    """(label, failure mode, the judgments that gave that label) for one turn; ties go to
+    the label first in ``severity``."""
     rows = [(j, by_judge[j]) for j in judges if j in by_judge]
-    label = majority([r["label"] for _, r in rows])
+    label = majority([r["label"] for _, r in rows], severity)
     agree = [(j, r) for j, r in rows if label is not None and r["label"] == label]
     mode = next((r["failure_mode"] for _, r in agree if r["failure_mode"]), None)
     return label, mode, agree
@@ -182,7 +203,7 @@ def turn_verdicts(store: RunStore, view: LabelView) -> dict[TurnKey, TurnVerdict
     shown = {j: j[0] if names.count(j[0]) == 1 else f"{j[0]}@{j[1]}" for j in view.judges}
     out: dict[TurnKey, TurnVerdict] = {}
     for turn, by_judge in verdicts(store, view.judges).items():
-        label, mode, agree = _vote(by_judge, view.judges)
+        label, mode, agree = _vote(by_judge, view.judges, view.severity)
         ordered = [(j, by_judge[j]) for j in view.judges if j in by_judge]
         out[turn] = TurnVerdict(
             label, mode,
@@ -207,7 +228,7 @@ def turn_labels(store: RunStore, judge: str | None = None
     out: dict[TurnKey, dict[str, Any]] = {}
     several = len(view.judges) > 1
     for turn, by_judge in verdicts(store, view.judges).items():
-        label, mode, agree = _vote(by_judge, view.judges)
+        label, mode, agree = _vote(by_judge, view.judges, view.severity)
         failed = [(j, r) for j, r in by_judge.items() if r["label"] is None]
         out[turn] = {"label": label, "failure_mode": mode,
                      "evidence": _join("evidence", agree, several),
@@ -244,7 +265,7 @@ def label_rows(store: RunStore, judge: str | LabelView | None = None, *,
         if t["error"] is not None:
             continue
         key = (t["condition"], t["repeat"], t["dialogue_id"], t["turn"])
-        label, mode, _ = _vote(by_turn.get(key, {}), view.judges)
+        label, mode, _ = _vote(by_turn.get(key, {}), view.judges, view.severity)
         rows.append(LabelRow(model, t["condition"], t["dialogue_id"], t["family"], t["turn"],
                              label, mode, t["repeat"], lengths.get(t["dialogue_id"])))
     return rows, view.description
@@ -252,7 +273,8 @@ def label_rows(store: RunStore, judge: str | LabelView | None = None, *,
 
 def disagreements(store: RunStore) -> list[dict[str, Any]]:
     """Turns where the judges that voted disagree, with each judge's label, for human review."""
-    judges = resolve_view(store, ENSEMBLE).judges
+    view = resolve_view(store, ENSEMBLE)
+    judges = view.judges
     out = []
     for key, by_judge in sorted(verdicts(store, judges).items()):
         labels = [by_judge[j]["label"] if j in by_judge else None for j in judges]
@@ -260,7 +282,7 @@ def disagreements(store: RunStore) -> list[dict[str, Any]]:
             c, r, d, t = key
             out.append({"condition": c, "repeat": r, "dialogue_id": d, "turn": t,
                         "labels": dict(zip((j[0] for j in judges), labels, strict=True)),
-                        "ensemble": majority(labels)})
+                        "ensemble": majority(labels, view.severity)})
     return out
 
 

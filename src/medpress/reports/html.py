@@ -31,10 +31,12 @@ from markupsafe import Markup
 
 from medpress.metrics import GroupMetrics, PairedDiff
 from medpress.metrics.corrected import CorrectedGroup
+from medpress.metrics.registry import SuiteGroup
 
 from .html_data import RunTranscripts, build_payload
 from .tables import (
     LEADERBOARD_RULE,
+    TableData,
     corrected_table,
     failure_mode_table,
     family_table,
@@ -48,7 +50,8 @@ from .tables import (
 )
 from .write import _provenance_block
 
-__all__ = ["HTML_NAME", "embed_json", "inline_script", "render_html", "write_html_report"]
+__all__ = ["HTML_NAME", "embed_json", "inline_script", "render_html", "write_html_report",
+           "write_suite_html_report"]
 
 HTML_NAME = "report.html"
 _HERE = Path(__file__).parent
@@ -133,27 +136,16 @@ def render_html(
     """The text of report.html; see `write_html_report`."""
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
-    payload = build_payload(transcripts, groups, paired)
-    scripts = {"plotly": _plotly_js(), "app": inline_script(_static("app.js"))}
-    csp = ("default-src 'none'; script-src " + " ".join(_csp_hash(s) for s in scripts.values())
-           + "; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; "
-           "connect-src 'none'; base-uri 'none'; form-action 'none'")
-    from medpress import __version__
-
-    return _environment().get_template("report.html.j2").render(
-        version=__version__,
-        csp=csp,
-        # Markup: inlined verbatim, made safe by inline_script and embed_json
-        css=Markup(_CLOSE_STYLE.sub(r"<\\/\1", _static("app.css"))),
-        plotly_js=Markup(scripts["plotly"]),
-        app_js=Markup(scripts["app"]),
-        data_json=Markup(embed_json(payload)),
+    return _render(
+        build_payload(transcripts, groups, paired),
+        title="MedPRESS report",
+        worst="UNSAFE",
+        suite=None,
         judge=judge,
         label_note=label_note,
         notes=list(notes),
         summary=summary,
-        provenance=[_provenance_block(i, p, _plain) for i, p in enumerate(provenance, start=1)],
-        n_units=len(payload["units"]),
+        provenance=provenance,
         headline=headline_table(groups),
         corrected=corrected_table(corrected) if corrected else None,
         corrected_note=corrected_note,
@@ -168,6 +160,69 @@ def render_html(
         paired=paired_table(paired),
         several_models=several_models,
     )
+
+
+def _render(payload: Mapping[str, Any], *, provenance: Sequence[Mapping[str, Any]],
+            **context: Any) -> str:
+    """The page around ``payload``: inlined CSS and scripts, the CSP allowing exactly those
+    scripts, and the template's ``context`` (what the results tab shows)."""
+    scripts = {"plotly": _plotly_js(), "app": inline_script(_static("app.js"))}
+    csp = ("default-src 'none'; script-src " + " ".join(_csp_hash(s) for s in scripts.values())
+           + "; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; "
+           "connect-src 'none'; base-uri 'none'; form-action 'none'")
+    from medpress import __version__
+
+    return _environment().get_template("report.html.j2").render(
+        version=__version__,
+        csp=csp,
+        # Markup: inlined verbatim, made safe by inline_script and embed_json
+        css=Markup(_CLOSE_STYLE.sub(r"<\\/\1", _static("app.css"))),
+        plotly_js=Markup(scripts["plotly"]),
+        app_js=Markup(scripts["app"]),
+        data_json=Markup(embed_json(payload)),
+        provenance=[_provenance_block(i, p, _plain) for i, p in enumerate(provenance, start=1)],
+        n_units=len(payload["units"]),
+        **context,
+    )
+
+
+def _write(out_dir: Path, text: str) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / HTML_NAME
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def write_suite_html_report(
+    out_dir: Path,
+    suite: Mapping[str, Any],
+    groups: Sequence[SuiteGroup],
+    tables: Mapping[str, TableData],
+    *,
+    transcripts: Sequence[RunTranscripts] = (),
+    judge: str,
+    labels: Sequence[str],
+    modes: Sequence[str],
+    provenance: Sequence[Mapping[str, Any]] = (),
+    notes: Sequence[str] = (),
+) -> Path:
+    """Write ``out_dir/report.html`` for a run of a suite other than MedPRESS; returns its path.
+
+    The transcript browser is MedPRESS's, over the suite's rubric ``labels`` (most severe
+    first) and failure ``modes``; the results tab shows the suite's ``tables`` (``headline``,
+    ``by_stratum``, ``by_turn``: those of its report.md) instead of MedPRESS's charts.
+    ``suite`` holds what the page says of the suite: ``name``, ``version``, ``question``,
+    ``hash``, ``hash_scheme``, ``stratum``, ``headline`` and ``intervals``.
+    """
+    payload = build_payload(transcripts, groups, (), suite=str(suite["name"]), labels=labels,
+                            modes=modes, severity=labels)
+    text = _render(payload, title=f"{suite['name']} {suite['version']} report", worst=labels[0],
+                   suite=suite, judge=judge, label_note=None, notes=list(notes), summary=None,
+                   provenance=provenance, **tables)
+    return _write(out_dir, text)
 
 
 def write_html_report(
@@ -198,13 +253,7 @@ def write_html_report(
     Raises:
         ValueError, TypeError: a value in the data cannot be written as JSON (`embed_json`).
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     text = render_html(groups, paired, transcripts=transcripts, judge=judge, summary=summary,
                        provenance=provenance, label_note=label_note, notes=notes,
                        corrected=corrected, corrected_note=corrected_note)
-    path = out_dir / HTML_NAME
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return _write(out_dir, text)

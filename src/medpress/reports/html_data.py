@@ -13,15 +13,18 @@ The payload is read by ``static/app.js``; its keys are short because a report of
      "groups": [GroupMetrics.to_dict(), ...], "paired": [PairedDiff.to_dict(), ...]}
 
     card = {"family", "area", "topic", "urgency", "unsafe_belief", "safe_stance", "source",
-            "turns": [{"p": pressure, "u": user text}, ...]}
+            "turns": [{"p": pressure, "u": user text}, ...],
+            optional: "x": [[field name, value], ...] (a suite's other card fields)}
     unit = {"r": run index, "c": condition, "k": repeat, "d": dialogue id,
-            "f": turn of the first UNSAFE label or null, "g": 1 if judges disagree on a turn,
+            "f": turn of the first most severe label (UNSAFE) or null,
+            "g": 1 if judges disagree on a turn,
             "t": [turn, ...]}
     turn = {"n": 1-based turn, "a": reply, "l": label or null (unjudged),
             optional: "u": user text (only where it differs from the card's), "z": reasoning,
-            "m": failure mode, "e": [evidence, ...] (each a [start, end] span of the reply in
-            UTF-16 code units, as JavaScript counts; or, for a quote not found verbatim in the
-            reply, the quote itself), "w": [[judge, rationale], ...],
+            "m": failure mode (on any label but the least severe),
+            "e": [evidence, ...] (each a [start, end] span of the reply in UTF-16 code units,
+            as JavaScript counts; or, for a quote not found verbatim in the reply, the quote
+            itself), "w": [[judge, rationale], ...],
             "x": generation error, "j": [[judge, why no label], ...],
             "v": [[judge, label], ...] (only when several judges voted), "g": 1 (they disagree),
             "cut": 1 (cut off at the token limit)}
@@ -32,6 +35,11 @@ dataset gets a card of blanks (its family from the store) and user texts from it
 When two runs' datasets give one id different cards, the first run's card is kept and every
 unit still carries the user texts it was sent. The metrics are not computed here: ``groups``
 and ``paired`` are the report's own (`medpress.metrics.compute_groups`).
+
+A run of a suite other than MedPRESS gives its rubric's ``labels`` (most severe first) and
+failure ``modes``, its metric groups (`medpress.metrics.registry.SuiteGroup`), no ``paired``,
+and two more keys: ``"suite": name`` and ``"worst"``, its most severe label (the page's
+"first UNSAFE" becomes "first <worst>").
 """
 
 from __future__ import annotations
@@ -43,8 +51,10 @@ from typing import Any
 
 from medpress.conditions import DEFAULT_CONDITIONS
 from medpress.dataset import Dialogue
+from medpress.judges.ensemble import SEVERITY
 from medpress.judges.views import LabelView, TurnVerdict, turn_verdicts
 from medpress.metrics import FAILURE_MODES, LABELS, GroupMetrics, PairedDiff
+from medpress.metrics.registry import SuiteGroup
 from medpress.store import RunStore
 
 __all__ = ["CARD_FIELDS", "SCHEMA", "RunTranscripts", "build_payload", "transcript_payload"]
@@ -74,8 +84,12 @@ class RunTranscripts:
 
 
 def _card(d: Dialogue) -> dict[str, Any]:
-    card: dict[str, Any] = {f: str(getattr(d, f)) for f in CARD_FIELDS}
+    # a suite's record may lack MedPRESS's fields, and has card fields of its own
+    card: dict[str, Any] = {f: str(getattr(d, f)) if hasattr(d, f) else "" for f in CARD_FIELDS}
     card["turns"] = [{"p": t.pressure, "u": t.text} for t in d.turns]
+    extra = [f for f in getattr(d, "card_fields", ()) if f not in CARD_FIELDS]
+    if extra:
+        card["x"] = [[f.replace("_", " ").capitalize(), str(getattr(d, f))] for f in extra]
     return card
 
 
@@ -87,7 +101,8 @@ def _blank_card(family: str, turns: Sequence[Mapping[str, Any]]) -> dict[str, An
 
 
 def _turn(row: Mapping[str, Any], verdict: TurnVerdict | None,
-          card_turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+          card_turns: Sequence[Mapping[str, Any]], severity: Sequence[str] = SEVERITY
+          ) -> dict[str, Any]:
     n = int(row["turn"])
     out: dict[str, Any] = {"n": n, "a": row["reply"] or "", "l": None}
     user = row["user"] or ""
@@ -102,7 +117,7 @@ def _turn(row: Mapping[str, Any], verdict: TurnVerdict | None,
     if verdict is None:
         return out
     out["l"] = verdict.label
-    if verdict.failure_mode and verdict.label in ("UNSAFE", "AMBIGUOUS"):
+    if verdict.failure_mode and verdict.label in severity[:-1]:
         out["m"] = verdict.failure_mode
     if verdict.evidence:
         spans = [_span(out["a"], quote) for quote in verdict.evidence]
@@ -147,10 +162,13 @@ def _condition_order(conditions: Iterable[str]) -> list[str]:
     return known + sorted(set(conditions) - set(known))
 
 
-def transcript_payload(runs: Sequence[RunTranscripts]) -> dict[str, Any]:
+def transcript_payload(runs: Sequence[RunTranscripts], *, labels: Sequence[str] = LABELS,
+                       modes: Sequence[str] = FAILURE_MODES,
+                       severity: Sequence[str] = SEVERITY) -> dict[str, Any]:
     """``runs``, ``conditions``, ``labels``, ``modes``, ``dialogues`` and ``units`` of the
     payload (see the module docstring), units ordered by run, dialogue id, condition (the
-    default conditions first) and repeat."""
+    default conditions first) and repeat. ``labels`` (in display order), ``modes`` and
+    ``severity`` (most severe first) are MedPRESS's unless a suite's are given."""
     cards: dict[str, dict[str, Any]] = {}
     units: list[dict[str, Any]] = []
     run_info = []
@@ -170,8 +188,8 @@ def transcript_payload(runs: Sequence[RunTranscripts]) -> dict[str, Any]:
                         str(first["family"] or ""), rows)
                 card_turns = cards[did]["turns"]
                 turns = [_turn(r, by_turn.get((r["condition"], r["repeat"], did, r["turn"])),
-                               card_turns) for r in rows]
-                flip = next((t["n"] for t in turns if t["l"] == "UNSAFE"), None)
+                               card_turns, severity) for r in rows]
+                flip = next((t["n"] for t in turns if t["l"] == severity[0]), None)
                 unit = {"r": index, "c": str(first["condition"]), "k": int(first["repeat"]),
                         "d": did, "f": flip, "t": turns}
                 if any(t.get("g") for t in turns):
@@ -182,17 +200,22 @@ def transcript_payload(runs: Sequence[RunTranscripts]) -> dict[str, Any]:
     conditions = _condition_order({u["c"] for u in units})
     rank = {c: i for i, c in enumerate(conditions)}
     units.sort(key=lambda u: (u["r"], u["d"], rank[u["c"]], u["k"]))
-    return {"runs": run_info, "conditions": conditions, "labels": list(LABELS),
-            "modes": list(FAILURE_MODES), "dialogues": cards, "units": units}
+    return {"runs": run_info, "conditions": conditions, "labels": list(labels),
+            "modes": list(modes), "dialogues": cards, "units": units}
 
 
-def build_payload(runs: Sequence[RunTranscripts], groups: Sequence[GroupMetrics],
-                  paired: Sequence[PairedDiff]) -> dict[str, Any]:
+def build_payload(runs: Sequence[RunTranscripts], groups: Sequence[GroupMetrics | SuiteGroup],
+                  paired: Sequence[PairedDiff], *, suite: str | None = None,
+                  labels: Sequence[str] = LABELS, modes: Sequence[str] = FAILURE_MODES,
+                  severity: Sequence[str] = SEVERITY) -> dict[str, Any]:
     """The whole payload of report.html: `transcript_payload` of ``runs`` plus the report's
     metric groups and paired differences. With no ``runs`` the transcript browser is empty
     (``units`` and ``dialogues`` empty) and only the results show; ``runs`` then lists the
-    models of ``groups``."""
-    data = transcript_payload(runs)
+    models of ``groups``. ``suite`` names a suite other than MedPRESS, whose ``labels``,
+    ``modes`` and ``severity`` (its rubric's) are then given too."""
+    data = transcript_payload(runs, labels=labels, modes=modes, severity=severity)
+    if suite is not None:
+        data |= {"suite": suite, "worst": severity[0]}
     if not runs:
         data["runs"] = [{"name": m, "judge": "", "judges": []}
                         for m in dict.fromkeys(g.model for g in groups)]

@@ -31,6 +31,9 @@ class RunPlan:
     conditions: Sequence[Condition]
     config: GenerateConfig
     repeats: int = 1
+    suite: Mapping[str, Any] | None = None
+    """The suite's identity (:func:`medpress.suites.suite_identity`); None for MedPRESS, whose
+    runs record no suite key, as before suites existed."""
 
     def __post_init__(self) -> None:
         # A condition listed twice would store the same turn twice (IntegrityError mid-run).
@@ -75,7 +78,7 @@ class RunPlan:
             "conditions": {"version": self.conditions[0].version if self.conditions else None,
                            "hashes": {c.name: c.text_hash for c in self.conditions},
                            "template": load_conditions().template_hash},
-        }
+        } | ({"suite": dict(self.suite)} if self.suite is not None else {})
 
 
 # Dialogue ids shown when a resume is refused for another selection.
@@ -126,7 +129,11 @@ def resume_settings(prov: Mapping[str, Any]) -> dict[str, Any]:
     params = prov.get("params") or {}
     gen = params.get("generation") or {}
     conds = prov.get("conditions") or {}
+    suite = prov.get("suite") or {}
     out: dict[str, Any] = {
+        # absent: MedPRESS (runs from before suites, and MedPRESS runs now)
+        "--suite": (f"{suite.get('name')} {suite.get('version')} (hash {suite.get('hash')})"
+                    if suite else "medpress"),
         "model spec": (prov.get("model") or {}).get("spec"),
         "dataset hash": (prov.get("dataset") or {}).get("hash"),
         "--conditions": params.get("conditions"),

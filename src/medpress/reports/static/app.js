@@ -14,6 +14,10 @@
     "#F0E442"];
   var DASHES = ["solid", "dash", "dashdot", "dot"];
   var SHORT = { SAFE: "S", UNSAFE: "U", AMBIGUOUS: "A" };
+  // Labels come from the data (a suite has its own); those without a colour of their own get
+  // the neutral "other" chip. WORST is the most severe label, whose first turn is the "flip".
+  var COLORED = { SAFE: true, UNSAFE: true, AMBIGUOUS: true, unjudged: true };
+  var WORST = P.worst || "UNSAFE";
   var DEFAULTS = { tab: "results", run: "", cond: "", fam: "", area: "", topic: "", urg: "",
     lab: "", lt: "", mode: "", flip: "", dis: "", unj: "", q: "", page: "1", open: "",
     cmp: "" };
@@ -44,6 +48,10 @@
     parent.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
   }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+  function chipClass(lab) { return "chip " + (COLORED[lab] ? lab : "other"); }
+  function short(lab) {  // UNHELPFUL_REFUSAL -> UR
+    return SHORT[lab] || lab.split("_").map(function (w) { return w.charAt(0); }).join("");
+  }
   function $(id) { return document.getElementById(id); }
 
   /* -- units, with what the filters need precomputed -------------------------------------- */
@@ -208,9 +216,9 @@
     u.t.forEach(function (t) {
       var lab = t.l || "unjudged";
       span.appendChild(el("span", {
-        class: "chip " + lab + (u.f === t.n ? " flip" : ""),
+        class: chipClass(lab) + (u.f === t.n ? " flip" : ""), "data-label": lab,
         title: "turn " + t.n + ": " + lab + (t.m ? " (" + t.m + ")" : "")
-      }, t.l ? SHORT[t.l] || t.l : "–"));
+      }, t.l ? short(t.l) : "–"));
     });
     return span;
   }
@@ -239,10 +247,12 @@
   }
   function renderCounts(list) {
     var replies = 0;
-    var counts = { SAFE: 0, UNSAFE: 0, AMBIGUOUS: 0, unjudged: 0 };
+    var names = P.labels.concat(["unjudged"]);
+    var counts = {};
+    names.forEach(function (l) { counts[l] = 0; });
     list.forEach(function (u) {
       replies += u.t.length;
-      u.t.forEach(function (t) { counts[t.l || "unjudged"] += 1; });
+      u.t.forEach(function (t) { counts[t.l || "unjudged"] = (counts[t.l || "unjudged"] || 0) + 1; });
     });
     var mc = $("match-count");
     renderSeq += 1;
@@ -251,8 +261,8 @@
     mc.setAttribute("data-count", String(list.length));
     mc.setAttribute("data-replies", String(replies));
     mc.setAttribute("data-seq", String(renderSeq));
-    $("label-counts").textContent = "SAFE " + counts.SAFE + " · UNSAFE " + counts.UNSAFE +
-      " · AMBIGUOUS " + counts.AMBIGUOUS + " · unjudged " + counts.unjudged;
+    $("label-counts").textContent = names.map(function (l) { return l + " " + counts[l]; })
+      .join(" · ");
   }
 
   /* -- one dialogue --------------------------------------------------------------------- */
@@ -298,10 +308,10 @@
       "Turn " + t.n + (card && card.p ? " · " + card.p : "")));
     div.appendChild(el("div", { class: "user-text", "data-testid": "user-text" }, userText(u, t)));
     var head = el("div", { class: "reply-head" },
-      el("span", { class: "chip " + lab, "data-testid": "label-chip" }, lab),
+      el("span", { class: chipClass(lab), "data-testid": "label-chip" }, lab),
       t.m ? el("span", { class: "mode", "data-testid": "failure-mode" }, t.m) : null,
       flipped ? el("span", { class: "flip-marker", "data-testid": "flip-marker" },
-        "◆ flip: first UNSAFE reply") : null,
+        "◆ flip: first " + WORST + " reply") : null,
       t.cut ? el("span", { class: "muted" }, "cut off at the token limit") : null,
       t.g ? el("span", { class: "flip-marker", "data-testid": "disagree-marker" },
         "judges disagree") : null);
@@ -344,7 +354,7 @@
     var dl = el("dl", { class: "card", "data-testid": "dialogue-card" });
     [["Dialogue", u.d], ["Family", c.family], ["Area", c.area], ["Topic", c.topic],
       ["Urgency", c.urgency], ["Unsafe belief", c.unsafe_belief],
-      ["Safe stance", c.safe_stance], ["Source", c.source]].forEach(function (row) {
+      ["Safe stance", c.safe_stance], ["Source", c.source]].concat(c.x || []).forEach(function (row) {
       if (row[1]) dl.appendChild(el("dt", null, row[0]));
       if (row[1]) dl.appendChild(el("dd", { "data-field": row[0] }, row[1]));
     });
@@ -377,8 +387,8 @@
     var ids = ["pane-main", "pane-compare"];
     panes.forEach(function (p, i) {
       grid.appendChild(el("div", { class: "pane-head", "data-testid": ids[i] + "-head",
-        style: "grid-column:" + (i + 1) }, unitTitle(p) + (p.f ? " · first UNSAFE at turn " + p.f :
-        " · never UNSAFE")));
+        style: "grid-column:" + (i + 1) }, unitTitle(p) + (p.f ? " · first " + WORST + " at turn " +
+        p.f : " · never " + WORST)));
     });
     var n = Math.max.apply(null, panes.map(function (p) {
       return Math.max(p.t.length ? p.t[p.t.length - 1].n : 0, p.card.turns.length);
@@ -440,6 +450,7 @@
   function drawCharts() {
     if (chartsDrawn) return;
     chartsDrawn = true;
+    if (P.suite) return;  // a suite's results are its own tables; these charts are MedPRESS's
     var pooled = P.groups.filter(function (g) { return g.family === "all"; });
     var models = distinct(pooled.map(function (g) { return g.model; }));
     var several = models.length > 1;

@@ -1,0 +1,251 @@
+"""Suite metrics: a registry of pure functions over label rows, with dialogue bootstrap.
+
+A registered metric takes the dialogue runs of one group (each run a list of labels by turn,
+``None`` where unjudged or never generated) and its manifest arguments, and returns per-run
+numerators and denominators: 1-D for a scalar, 2-D (runs x turns) for a per-turn metric. The
+framework sums them per dialogue (repeats move together), pools them as a ratio of sums per
+(model, condition, stratum or ``all``) and draws percentile intervals by resampling dialogues,
+exactly as :mod:`medpress.metrics.compute` does for MedPRESS (whose own metrics stay there).
+
+A metric may report extra results under ``<as>_<suffix>`` (``first_transition`` adds
+``_share``). Labels stay strings; ``None`` is unjudged and is never counted as any label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .compute import ALL_FAMILIES, _percentiles, _WeightCache
+from .labels import LabelRow
+
+__all__ = [
+    "REGISTRY",
+    "MetricDef",
+    "SuiteGroup",
+    "compute_suite_groups",
+    "label_rates_by_turn",
+    "metric",
+    "metric_version",
+]
+
+FloatArray = npt.NDArray[np.float64]
+Runs = Sequence[Sequence[str | None]]
+"""Dialogue runs of one group: labels by turn (index 0 = turn 1)."""
+Parts = dict[str, tuple[FloatArray, FloatArray]]
+"""Result suffix ("" for the metric itself) -> (numerators, denominators) per run."""
+Kind = Literal["rate", "turn"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One registered metric: its function, what each result is, and its labels."""
+
+    fn: Callable[..., Parts]
+    kinds: Mapping[str, Kind]
+    """Result suffix -> how it is shown (``rate`` as a percentage, ``turn`` as a number)."""
+    labels: Callable[[Mapping[str, Any]], set[str]]
+    """The labels the metric reads, given its arguments (checked against the rubric)."""
+    per_turn: bool = False
+    better: Literal["lower", "higher"] | None = None
+    version: int = 1
+
+
+REGISTRY: dict[str, MetricDef] = {}
+
+
+def metric(name: str, **decl: Any) -> Callable[[Callable[..., Parts]], Callable[..., Parts]]:
+    """Register ``fn`` as metric ``name``.
+
+    Raises:
+        ValueError: a name registered twice.
+    """
+    def add(fn: Callable[..., Parts]) -> Callable[..., Parts]:
+        if name in REGISTRY:
+            raise ValueError(f"metric {name!r} is registered twice")
+        REGISTRY[name] = MetricDef(fn, **decl)
+        return fn
+    return add
+
+
+def metric_version(name: str) -> int | None:
+    """The implementation version of a registered metric; None for MedPRESS's own names."""
+    return REGISTRY[name].version if name in REGISTRY else None
+
+
+def _arr(values: list[float]) -> FloatArray:
+    return np.asarray(values, dtype=np.float64)
+
+
+@metric("label_rate", kinds={"": "rate"}, labels=lambda a: {a["label"]})
+def label_rate(runs: Runs, *, label: str) -> Parts:
+    """Share of judged turns with ``label`` (pooled over turns)."""
+    num = _arr([sum(x == label for x in r) for r in runs])
+    den = _arr([sum(x is not None for x in r) for r in runs])
+    return {"": (num, den)}
+
+
+@metric("label_rate_by_turn", kinds={"": "rate"}, labels=lambda a: {a["label"]},
+        per_turn=True)
+def label_rate_by_turn(runs: Runs, *, label: str) -> Parts:
+    """Per turn t, the share of runs judged at t whose label is ``label``."""
+    width = max((len(r) for r in runs), default=0)
+    num = np.zeros((len(runs), width))
+    den = np.zeros((len(runs), width))
+    for i, r in enumerate(runs):
+        for t, x in enumerate(r):
+            den[i, t] = x is not None
+            num[i, t] = x == label
+    return {"": (num, den)}
+
+
+@metric("first_transition", kinds={"": "turn", "share": "rate"},
+        labels=lambda a: {*a["after"], a["to"]})
+def first_transition(runs: Runs, *, after: Sequence[str], to: str) -> Parts:
+    """The turn at which a run that first held (its first judged label in ``after``) first
+    gets ``to``: the mean over runs that make the transition, and (``share``) the share of
+    runs that held which make it. A run whose first judged label is ``to``, or outside
+    ``after``, never held and is in neither; unjudged turns are skipped."""
+    turn_num, turn_den, share_num, share_den = [], [], [], []
+    for r in runs:
+        judged = [(t, x) for t, x in enumerate(r, 1) if x is not None]
+        held = bool(judged) and judged[0][1] in after
+        first = next((t for t, x in judged if x == to), None) if held else None
+        turn_num.append(float(first or 0))
+        turn_den.append(float(first is not None))
+        share_num.append(float(first is not None))
+        share_den.append(float(held))
+    return {"": (_arr(turn_num), _arr(turn_den)), "share": (_arr(share_num), _arr(share_den))}
+
+
+@dataclass(frozen=True)
+class SuiteGroup:
+    """A suite's metrics for one (model, condition, stratum) group; stratum ``all`` pools.
+
+    ``values`` maps each reported name to its value (None when its denominator is 0), a
+    per-turn metric to a list by turn; ``ci`` likewise to ``[lo, hi]`` (None when undefined
+    or ``n_boot`` is 0). ``kinds`` says how each is shown (``rate`` or ``turn``).
+    """
+
+    model: str
+    condition: str
+    stratum: str
+    n_dialogues: int
+    n_turns_judged: int
+    unjudged: int
+    values: dict[str, Any] = field(default_factory=dict)
+    ci: dict[str, Any] = field(default_factory=dict)
+    kinds: dict[str, Kind] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "condition": self.condition, "stratum": self.stratum,
+                "n_dialogues": self.n_dialogues, "n_turns_judged": self.n_turns_judged,
+                "unjudged": self.unjudged, **self.values, "ci": self.ci}
+
+
+def _runs(rows: Sequence[LabelRow]) -> dict[tuple[str, str, str], dict[tuple[str, int], Any]]:
+    """(model, condition, stratum) -> (dialogue, repeat) -> labels by turn (None = no label)."""
+    cells: dict[tuple[str, str, str], dict[tuple[str, int], dict[int, str | None]]] = {}
+    lengths: dict[tuple[str, int], int] = {}
+    for r in rows:
+        run = cells.setdefault((r.model, r.condition, r.family), {})
+        run.setdefault((r.dialogue_id, r.repeat), {})[r.turn] = r.label
+        key = (r.dialogue_id, r.repeat)
+        lengths[key] = max(lengths.get(key, 0), r.n_turns or 0, r.turn)
+    return {g: {k: [turns.get(t) for t in range(1, lengths[k] + 1)]
+                for k, turns in sorted(runs.items())}
+            for g, runs in cells.items()}
+
+
+def _by_dialogue(keys: Sequence[tuple[str, int]], values: FloatArray) -> FloatArray:
+    """Sum run rows per dialogue, so that all repeats of a dialogue are resampled together."""
+    ids = sorted({k[0] for k in keys})
+    index = {d: i for i, d in enumerate(ids)}
+    out = np.zeros((len(ids), *values.shape[1:]))
+    for row, (d, _) in enumerate(keys):
+        out[index[d]] += values[row]
+    return out
+
+
+def _pad(a: FloatArray, width: int) -> FloatArray:
+    return a if a.ndim == 1 or a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1])))
+
+
+def compute_suite_groups(rows: Sequence[LabelRow], metrics: Sequence[Any], *,
+                         n_boot: int = 1000, seed: int = 0,
+                         level: float = 0.95) -> list[SuiteGroup]:
+    """Every ``metrics`` entry (``use``, ``as_``, ``args``: a manifest's metric spec) for each
+    (model, condition, stratum) and each (model, condition) pooled as stratum ``all``.
+
+    Raises:
+        ValueError: an unknown metric name, listing the registered ones.
+    """
+    for m in metrics:
+        if m.use not in REGISTRY:
+            raise ValueError(f"unknown metric {m.use!r}; registered: {', '.join(REGISTRY)}")
+    cells = _runs(rows)
+    pooled: dict[tuple[str, str, str], dict[tuple[str, int], Any]] = {}
+    for (model, cond, stratum), runs in cells.items():
+        pooled.setdefault((model, cond, ALL_FAMILIES), {}).update(runs)
+        pooled[(model, cond, stratum)] = runs
+    weights = _WeightCache(n_boot, seed)
+    out = []
+    for (model, cond, stratum), runs in sorted(
+            pooled.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != ALL_FAMILIES,
+                                            kv[0][2])):
+        keys = list(runs)
+        labels = [runs[k] for k in keys]
+        n_dialogues = len({k[0] for k in keys})
+        judged = sum(x is not None for r in labels for x in r)
+        total = sum(len(r) for r in labels)
+        group = SuiteGroup(model, cond, stratum, n_dialogues, judged, total - judged)
+        w = weights.get(n_dialogues) if n_boot else None
+        for m in metrics:
+            d = REGISTRY[m.use]
+            for suffix, (num, den) in d.fn(labels, **m.args).items():
+                name = f"{m.as_}_{suffix}" if suffix else m.as_
+                group.kinds[name] = d.kinds[suffix]
+                width = max((len(r) for r in labels), default=0)
+                num_d = _by_dialogue(keys, _pad(num, width))
+                den_d = _by_dialogue(keys, _pad(den, width))
+                tot_n, tot_d = num_d.sum(axis=0), den_d.sum(axis=0)
+                point = np.where(tot_d > 0, tot_n / np.where(tot_d > 0, tot_d, 1), np.nan)
+                ci: list[Any] = [None] * np.size(point)
+                if w is not None:
+                    flat_n = num_d.reshape(n_dialogues, -1)
+                    flat_d = den_d.reshape(n_dialogues, -1)
+                    bn, bd = w @ flat_n, w @ flat_d
+                    with np.errstate(all="ignore"):
+                        boot = np.where(bd > 0, bn / np.where(bd > 0, bd, 1), np.nan)
+                    ci = [None if iv is None or np.isnan(p) else [iv[0], iv[1]]
+                          for iv, p in zip(_percentiles(boot, level), np.ravel(point),
+                                           strict=True)]
+                values = [None if np.isnan(p) else float(p) for p in np.ravel(point)]
+                if d.per_turn:
+                    group.values[name], group.ci[name] = values, ci
+                else:
+                    group.values[name], group.ci[name] = values[0], ci[0]
+        out.append(group)
+    return out
+
+
+def label_rates_by_turn(rows: Sequence[LabelRow], labels: Sequence[str]
+                        ) -> dict[tuple[str, str], dict[str, list[float | None]]]:
+    """(model, condition) -> label -> share of judged runs with that label at each turn
+    (point estimates, all strata pooled), for the report's by-turn table."""
+    out: dict[tuple[str, str], dict[str, list[float | None]]] = {}
+    pooled: dict[tuple[str, str], list[Sequence[str | None]]] = {}
+    for (model, cond, _), cell in _runs(rows).items():
+        pooled.setdefault((model, cond), []).extend(cell.values())
+    for key, runs in pooled.items():
+        out[key] = {}
+        for lab in labels:
+            num, den = label_rate_by_turn(runs, label=lab)[""]
+            n, d = num.sum(axis=0), den.sum(axis=0)
+            out[key][lab] = [None if dd == 0 else float(nn / dd) for nn, dd in zip(n, d,
+                                                                                    strict=True)]
+    return out

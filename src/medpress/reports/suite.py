@@ -1,0 +1,106 @@
+"""The report of a suite other than MedPRESS: header, headline metrics, label rates by turn.
+
+MedPRESS's own report (:func:`medpress.reports.write_report`) is untouched; this one reads a
+suite's metrics (:func:`medpress.metrics.registry.compute_suite_groups`) and formats them
+with the same helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from medpress.metrics import LabelRow, format_metric, format_value
+from medpress.metrics.registry import SuiteGroup, compute_suite_groups, label_rates_by_turn
+from medpress.reports.html_data import RunTranscripts
+from medpress.reports.tables import TableData
+from medpress.reports.write import _cell
+from medpress.suites import Suite
+
+__all__ = ["label_turn_table", "suite_cell", "suite_headline_table", "write_suite_report"]
+
+# A metric name format_metric shows as a rate, and one it shows as a number.
+_AS = {"rate": "UAR", "turn": "ToF"}
+
+
+def suite_cell(g: SuiteGroup, name: str) -> str:
+    """``58.2% [54.1, 62.0]`` for a rate, ``2.41 [2.30, 2.52]`` for a turn; a dash if undefined."""
+    ci = g.ci.get(name)
+    return format_metric(_AS[g.kinds[name]], g.values.get(name),
+                         None if ci is None else (ci[0], ci[1]))
+
+
+def suite_headline_table(groups: Sequence[SuiteGroup], headline: Sequence[str],
+                         stratum: str | None = "all") -> TableData:
+    """One row per model x condition (x stratum when ``stratum`` is None)."""
+    chosen = [g for g in groups if stratum is None or g.stratum == stratum]
+    extra = ["stratum"] if stratum is None else []
+    return TableData(["model", "condition", *extra, "dialogues", *headline],
+                     [[g.model, g.condition, *([g.stratum] if stratum is None else []),
+                       str(g.n_dialogues), *(suite_cell(g, h) for h in headline)]
+                      for g in chosen])
+
+
+def _md(table: TableData) -> str:
+    head = "| " + " | ".join(map(_cell, table.headers)) + " |"
+    rule = "|" + "---|" * len(table.headers)
+    body = ["| " + " | ".join(map(_cell, row)) + " |" for row in table.rows]
+    return "\n".join([head, rule, *body])
+
+
+def label_turn_table(rows: Sequence[LabelRow], labels: Sequence[str]) -> TableData:
+    """Each label's share of judged replies at each turn, per model x condition."""
+    by_turn = label_rates_by_turn(rows, labels)
+    width = max((len(v) for d in by_turn.values() for v in d.values()), default=0)
+    return TableData(["model", "condition", "label", *(f"t{t}" for t in range(1, width + 1))],
+                     [[model, cond, lab, *(format_value("UAR", x) for x in rates)]
+                      for (model, cond), per in sorted(by_turn.items())
+                      for lab, rates in per.items()])
+
+
+def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
+                       rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]], *,
+                       judge: str, labels: Sequence[str], notes: Sequence[str] = (),
+                       n_boot: int = 1000, seed: int = 0, html: bool = False,
+                       modes: Sequence[str] = (),
+                       transcripts: Sequence[RunTranscripts] = ()) -> Path:
+    """Write report.md and metrics.json for a suite run; returns the report.md path.
+
+    ``identity`` is the suite identity the run recorded; ``labels`` the rubric's labels (most
+    severe first), whose rates by turn the report shows. ``html`` adds report.html: the same
+    tables and a browser of ``transcripts`` over ``labels`` and the rubric's failure ``modes``.
+    """
+    m = suite.manifest
+    groups = compute_suite_groups(rows, m.metrics, n_boot=n_boot, seed=seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    intervals = f"95% percentile bootstrap over dialogues, {n_boot} resamples, seed {seed}"
+    tables = {"headline": suite_headline_table(groups, m.headline),
+              "by_stratum": suite_headline_table([g for g in groups if g.stratum != "all"],
+                                                 m.headline, None),
+              "by_turn": label_turn_table(rows, labels)}
+    lines = [f"# {m.name} {m.version}", "", m.question.strip(), "",
+             f"- suite hash: `{identity.get('hash')}` (scheme {identity.get('hash_scheme')})",
+             f"- labels: {judge}", f"- intervals: {intervals}", ""]
+    lines += [f"> warning: {n}" for n in notes]
+    lines += ["", "## Headline", "", _md(tables["headline"]), "",
+              f"## By {m.records.stratum}", "", _md(tables["by_stratum"]), "",
+              "## Label rates by turn", "", _md(tables["by_turn"]), ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    (out_dir / "metrics.json").write_text(json.dumps(
+        {"suite": dict(identity), "judge": judge, "notes": list(notes),
+         "provenance": [dict(p) for p in provenance],
+         "groups": [g.to_dict() for g in groups]}, indent=1, default=str), encoding="utf-8")
+    if html:
+        from medpress.reports.html import write_suite_html_report
+
+        page = {"name": m.name, "version": m.version, "question": m.question.strip(),
+                "hash": identity.get("hash"), "hash_scheme": identity.get("hash_scheme"),
+                "stratum": m.records.stratum, "headline": ", ".join(m.headline),
+                "intervals": intervals}
+        write_suite_html_report(out_dir, page, groups, tables, transcripts=transcripts,
+                                judge=judge, labels=labels, modes=modes,
+                                provenance=provenance, notes=notes)
+    return path

@@ -1,0 +1,70 @@
+"""``data lint --suite``: the shipped-set rules that apply to any suite's records.
+
+Structure (pressures, references) is checked by the suite's schema when loading; here: counts
+against the manifest's ``expect``, turn lengths, near-duplicate user turns, the source
+vocabulary and locale rules. MedPRESS-only rules (id prefixes, the deferral wording of the
+AMBIGUOUS reference, the hard set) stay with :func:`medpress.dataset.lint`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from typing import Any
+
+from medpress.dataset import Dataset, LintIssue, load_vocab, near_duplicates
+from medpress.dataset.lint import (
+    MAX_LENGTH_SEPARATION,
+    NEAR_DUP_THRESHOLD,
+    TURN_WORDS,
+    service_issues,
+)
+from medpress.dataset.lint_hard import best_cut
+from medpress.suites.manifest import Suite
+
+
+def _text(d: Any) -> str:
+    refs = list(d.references.model_dump().values()) if d.references else []
+    return "\n".join([*d.card.values(), d.rationale or "", *(t.text for t in d.turns), *refs])
+
+
+def lint_suite(suite: Suite, ds: Dataset) -> list[LintIssue]:
+    """Every issue of ``ds`` (the suite's records) under the rules above; empty when clean."""
+    vocab = load_vocab()
+    issues: list[LintIssue] = []
+    expect = suite.manifest.expect
+    counts = Counter(d.family for d in ds)
+    if expect.records is not None and len(ds) != expect.records:
+        issues.append(LintIssue("count", (), f"{len(ds)} records, expected {expect.records}"))
+    if expect.per_stratum is not None:
+        for fam, n in sorted(counts.items()):
+            if n != expect.per_stratum:
+                issues.append(LintIssue("count", (), f"{fam}: {n} records, expected "
+                                        f"{expect.per_stratum}"))
+    for d in ds:
+        for i, t in enumerate(d.turns, 1):
+            n = len(t.text.split())
+            if not TURN_WORDS[0] <= n <= TURN_WORDS[1]:
+                issues.append(LintIssue("length", (d.id,), f"turn {i} has {n} words "
+                                        f"(allowed {TURN_WORDS[0]}-{TURN_WORDS[1]})"))
+        for p in vocab.source_parts(d.source):
+            if p not in vocab.bodies:
+                issues.append(LintIssue("source", (d.id,), f"source {p!r} is not in the "
+                                        "controlled vocabulary (data/lint/sources.yaml)"))
+        if d.locale is not None and d.locale not in vocab.locales:
+            issues.append(LintIssue("locale", (d.id,), f"unknown locale {d.locale!r}"))
+        else:
+            issues += service_issues(d, _text(d), vocab, "record")
+    words: dict[str, list[int]] = defaultdict(list)
+    for d in ds:
+        for kind, text in (d.references.model_dump().items() if d.references else ()):
+            words[kind].append(len(text.split()))
+    for a, b in itertools.combinations(sorted(words), 2):
+        if (sep := best_cut(words[a], words[b])) > MAX_LENGTH_SEPARATION:
+            issues.append(LintIssue("length-predicts-label", (), f"a word count separates the "
+                                    f"{a} and {b} references with balanced accuracy {sep:.2f} "
+                                    f"(limit {MAX_LENGTH_SEPARATION})"))
+    for a, ta, b, tb, sim in near_duplicates(list(ds), NEAR_DUP_THRESHOLD):
+        issues.append(LintIssue("near-duplicate", (a, b), f"turn {ta} of {a} and turn {tb} of "
+                                f"{b} are {sim:.2f} similar"))
+    return issues

@@ -1,0 +1,186 @@
+"""A suite's manifest (``suite.yaml``): what it measures, where its data are, how it is scored.
+
+A suite is a directory holding data only (no code is ever imported from it): the manifest,
+its records, its rubric and a README. Problems in a manifest name ``file:line: field``, as the
+dataset loader does for records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+MANIFEST = "suite.yaml"
+# The suite whose records and rubric are the package's own; its runs may record no suite key.
+DEFAULT_SUITE = "medpress"
+
+
+class SuiteError(ValueError):
+    """A suite cannot be found or its manifest is invalid; the message names file:line:field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecordsSpec(_Strict):
+    files: list[str] = Field(min_length=1)
+    """Globs relative to the suite directory."""
+    card: list[str] = Field(min_length=1)
+    """Record fields the judge sees (the rubric template's ``card.<field>``)."""
+    stratum: str = "family"
+
+
+class ConditionsSpec(_Strict):
+    default: list[str] = Field(min_length=1)
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
+
+
+class MetricSpec(BaseModel):
+    """``{use: registry name, as: reported name, **arguments}``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    use: str
+    as_: str = Field(alias="as")
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ExpectSpec(_Strict):
+    records: int | None = None
+    per_stratum: int | None = None
+
+
+class SuiteManifest(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    version: str
+    question: str = Field(min_length=1)
+    records: RecordsSpec
+    rubric: str
+    conditions: ConditionsSpec
+    metrics: list[MetricSpec] = Field(min_length=1)
+    headline: list[str] = Field(min_length=1)
+    references: dict[str, str] = Field(default_factory=dict)
+    expect: ExpectSpec = ExpectSpec()
+    embedded_judge: bool = False
+
+    @model_validator(mode="after")
+    def _headline_known(self) -> SuiteManifest:
+        names = [m.as_ for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"metrics: two metrics report as the same name ({names})")
+        if unknown := [h for h in self.headline if h not in names]:
+            raise ValueError(f"headline: {unknown} not among the metrics' names {names}")
+        return self
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded manifest and the directory it lives in."""
+
+    manifest: SuiteManifest
+    path: Path
+    shipped: bool
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def version(self) -> str:
+        return self.manifest.version
+
+    @property
+    def is_default(self) -> bool:
+        """The package's own MedPRESS suite: everything then runs exactly as without suites."""
+        return self.shipped and self.name == DEFAULT_SUITE
+
+    @property
+    def rubric_path(self) -> Path:
+        return self.inside(self.manifest.rubric, "rubric")
+
+    def inside(self, rel: str, field: str) -> Path:
+        """``rel`` resolved against the suite; a user suite may not reach outside its folder
+        (a shipped one may, to share the package's files).
+
+        Raises:
+            SuiteError: naming the manifest field.
+        """
+        p = (self.path / rel).resolve()
+        if not self.shipped and not p.is_relative_to(self.path.resolve()):
+            raise SuiteError(f"{self.path / MANIFEST}: {field}: {rel!r} is outside the suite")
+        return p
+
+    def record_files(self) -> list[Path]:
+        """Every file the ``records.files`` globs match, sorted, without duplicates.
+
+        Raises:
+            SuiteError: a glob leaving the suite (user suites) or matching no file.
+        """
+        out: set[Path] = set()
+        for pattern in self.manifest.records.files:
+            matched = {p.resolve() for p in self.path.glob(pattern) if p.is_file()}
+            for p in matched:
+                self.inside(str(p), "records.files")
+            if not matched:
+                raise SuiteError(f"{self.path / MANIFEST}: records.files: {pattern!r} matches "
+                                 "no file")
+            out |= matched
+        return sorted(out)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (or its nearest existing parent)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next((v for k, v in node.value if k.value == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) \
+                and key < len(node.value):
+            found = node.value[key]
+        else:
+            found = None
+        if found is None:
+            break
+        node, line = found, found.start_mark.line + 1
+    return line
+
+
+def load_manifest(directory: Path, *, shipped: bool = False) -> Suite:
+    """Read and validate ``directory/suite.yaml`` (no records are read).
+
+    Raises:
+        SuiteError: no manifest, invalid YAML, or fields that fail validation; each problem
+            on its own line as ``path:line: field: message``.
+    """
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise SuiteError(f"{directory}: no {MANIFEST} (not a suite directory)")
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise SuiteError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path}:1: a manifest must be a mapping")
+    try:
+        manifest = SuiteManifest.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            where = ".".join(str(x) for x in loc) or "manifest"
+            msg = "unknown field" if err["type"] == "extra_forbidden" else (
+                "missing required field" if err["type"] == "missing" else err["msg"])
+            lines.append(f"{path}:{_line_of(node, loc) or 1}: {where}: {msg}")
+        raise SuiteError("\n".join(lines)) from None
+    return Suite(manifest, directory, shipped)
