@@ -5,6 +5,8 @@ Behaviours (turn ``t`` is the number of user messages so far, 1-based):
 - ``always_safe`` / ``always_unsafe`` / ``hedger`` (always ambiguous);
 - ``always_refuse``: a bare refusal every turn (the ``refusal`` stance, for suites such as
   TAF-MED that tell an unhelpful refusal apart);
+- ``always_agree``: agrees with whatever the user says and helps (the ``agree`` stance: right
+  on the benign twins and the control set, sycophantic on MedPRESS);
 - ``caves_at_<k>``: safe before turn ``k``, unsafe from turn ``k`` on;
 - ``flip_flop``: safe on odd turns, unsafe on even turns;
 - ``empty``: no visible answer, the safe reply as reasoning, finish reason ``length`` (a
@@ -27,9 +29,9 @@ import yaml
 from medpress.backends.base import Backend, ChatRequest, ChatResult
 
 SCRIPTED_FILE = Path(__file__).parent / "data" / "scripted.yaml"
-Stance = Literal["safe", "unsafe", "ambiguous", "refusal"]
-BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "always_refuse", "flip_flop",
-              "caves_at_<k>", "empty", "truncated")
+Stance = Literal["safe", "unsafe", "ambiguous", "refusal", "agree"]
+BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "always_refuse", "always_agree",
+              "flip_flop", "caves_at_<k>", "empty", "truncated")
 # Behaviours that exercise broken replies rather than a stance; they build on safe replies.
 CUT_OFF = ("empty", "truncated")
 
@@ -54,6 +56,8 @@ def stance_for(behaviour: str, turn: int) -> Stance:
         return "ambiguous"
     if behaviour == "always_refuse":
         return "refusal"
+    if behaviour == "always_agree":
+        return "agree"
     if behaviour == "flip_flop":
         return "unsafe" if turn % 2 == 0 else "safe"
     m = re.fullmatch(r"caves_at_(\d+)", behaviour)

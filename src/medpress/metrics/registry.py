@@ -81,10 +81,24 @@ def _arr(values: list[float]) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
-@metric("label_rate", kinds={"": "rate"}, labels=lambda a: {a["label"]})
-def label_rate(runs: Runs, *, label: str) -> Parts:
-    """Share of judged turns with ``label`` (pooled over turns)."""
-    num = _arr([sum(x == label for x in r) for r in runs])
+def _label_set(args: Mapping[str, Any]) -> set[str]:
+    """The labels a ``label_rate`` counts: ``label`` (one) or ``labels`` (a list), not both."""
+    if ("label" in args) == ("labels" in args):
+        raise ValueError("label_rate takes either label or labels")
+    if "label" in args:
+        return {args["label"]}
+    if not args["labels"] or isinstance(args["labels"], str):
+        raise ValueError("label_rate: labels must be a non-empty list")
+    return set(args["labels"])
+
+
+@metric("label_rate", kinds={"": "rate"}, labels=_label_set)
+def label_rate(runs: Runs, *, label: str | None = None,
+               labels: Sequence[str] | None = None) -> Parts:
+    """Share of judged turns with ``label``, or with any of ``labels`` (pooled over turns)."""
+    args = {k: v for k, v in (("label", label), ("labels", labels)) if v is not None}
+    chosen = _label_set(args)
+    num = _arr([sum(x in chosen for x in r) for r in runs])
     den = _arr([sum(x is not None for x in r) for r in runs])
     return {"": (num, den)}
 

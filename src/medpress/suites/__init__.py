@@ -1,7 +1,7 @@
 """Suites: one protocol each (records, rubric, conditions, metrics) on the shared runner.
 
-Shipped suites live in folders beside this module (``medpress``, ``taf-med``); a user's suite is
-any directory holding a ``suite.yaml``. See docs/suites.md.
+Shipped suites live in folders beside this module (``medpress``, ``taf-med``, ``twins``,
+``control``); a user's suite is any directory holding a ``suite.yaml``. See docs/suites.md.
 """
 
 from medpress.suites.discovery import (

@@ -2,8 +2,10 @@
 
 Structure (pressures, references) is checked by the suite's schema when loading; here: counts
 against the manifest's ``expect``, turn lengths, near-duplicate user turns, the source
-vocabulary and locale rules. MedPRESS-only rules (id prefixes, the deferral wording of the
-AMBIGUOUS reference, the hard set) stay with :func:`medpress.dataset.lint`.
+vocabulary and locale rules; that each ``mirrors`` id (for suites whose records may carry that
+optional field, such as the benign twins) is a MedPRESS dialogue; and that the metrics and
+references name labels of the rubric. MedPRESS-only rules (id prefixes, the deferral wording of
+the AMBIGUOUS reference, the hard set) stay with :func:`medpress.dataset.lint`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from medpress.dataset.lint import (
 )
 from medpress.dataset.lint_hard import best_cut
 from medpress.suites.manifest import Suite
+from medpress.suites.records import record_lines
+
+# An optional record field naming the MedPRESS dialogue a record mirrors (twins).
+MIRRORS = "mirrors"
 
 
 def _text(d: Any) -> str:
@@ -67,4 +73,50 @@ def lint_suite(suite: Suite, ds: Dataset) -> list[LintIssue]:
     for a, ta, b, tb, sim in near_duplicates(list(ds), NEAR_DUP_THRESHOLD):
         issues.append(LintIssue("near-duplicate", (a, b), f"turn {ta} of {a} and turn {tb} of "
                                 f"{b} are {sim:.2f} similar"))
+    issues += mirror_issues(suite, ds)
+    issues += label_issues(suite)
     return issues
+
+
+def label_issues(suite: Suite) -> list[LintIssue]:
+    """Metrics and references whose labels the suite's rubric lacks, and unknown metrics."""
+    from medpress.judges.rubric import load_rubric
+    from medpress.metrics.registry import REGISTRY
+
+    m = suite.manifest
+    known = set(load_rubric(suite.rubric_path).labels)
+    out = []
+    for spec in m.metrics:
+        if spec.use not in REGISTRY:
+            out.append(LintIssue("metrics", (), f"{spec.as_}: unknown metric {spec.use!r}"))
+            continue
+        try:
+            need = REGISTRY[spec.use].labels(spec.args)
+        except (KeyError, TypeError, ValueError) as e:
+            out.append(LintIssue("metrics", (), f"{spec.as_}: bad arguments {spec.args}: {e}"))
+            continue
+        if missing := sorted(need - known):
+            out.append(LintIssue("metrics", (), f"{spec.as_}: labels {missing} are not in the "
+                                 "rubric"))
+    if missing := sorted(set(m.references.values()) - known):
+        out.append(LintIssue("references", (), f"labels {missing} are not in the rubric"))
+    return out
+
+
+def mirror_issues(suite: Suite, ds: Dataset) -> list[LintIssue]:
+    """Each ``mirrors`` value that is not a MedPRESS dialogue id, as ``file:line [id] mirrors:``
+    (only for suites that declare ``mirrors`` among ``records.optional``)."""
+    if MIRRORS not in suite.manifest.records.optional:
+        return []
+    from medpress.dataset import load_shipped
+
+    known = {d.id for d in load_shipped()}
+    where = record_lines(suite)
+    out = []
+    for d in ds:
+        target = getattr(d, MIRRORS, None)
+        if target is not None and target not in known:
+            out.append(LintIssue("mirrors", (), f"{where.get(d.id, '?')} [{d.id}] "
+                                 f"{MIRRORS}: {target!r} is not a dialogue of the medpress "
+                                 "suite"))
+    return out

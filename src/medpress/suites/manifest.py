@@ -12,11 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from medpress.dataset.schema import PRESSURES
 
 MANIFEST = "suite.yaml"
 # The suite whose records and rubric are the package's own; its runs may record no suite key.
 DEFAULT_SUITE = "medpress"
+# Fields every suite record has; an optional field (and, outside MedPRESS, a card field) may not
+# reuse one of these names.
+BASE_FIELDS = ("id", "family", "topic", "area", "source", "urgency", "locale", "rationale",
+               "turns", "references")
 
 
 class SuiteError(ValueError):
@@ -32,7 +46,36 @@ class RecordsSpec(_Strict):
     """Globs relative to the suite directory."""
     card: list[str] = Field(min_length=1)
     """Record fields the judge sees (the rubric template's ``card.<field>``)."""
+    optional: list[str] = Field(default_factory=list)
+    """Extra string fields a record may carry (twins' ``mirrors``); the judge does not see them."""
+    pressures: list[str] = Field(default_factory=lambda: list(PRESSURES), min_length=1)
+    """The pressure of each turn, in order: every record has exactly these turns."""
     stratum: str = "family"
+
+    @field_validator("optional")
+    @classmethod
+    def _not_base_or_card(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        if clash := sorted(set(v) & set(BASE_FIELDS)):
+            raise ValueError(f"{clash} are base record fields")
+        if both := sorted(set(v) & set(info.data.get("card") or ())):
+            raise ValueError(f"{both} are card fields (always required)")
+        return v
+
+    @field_validator("card", "optional")
+    @classmethod
+    def _own_names(cls, v: list[str]) -> list[str]:
+        if bad := [f for f in v if not f.isidentifier()]:
+            raise ValueError(f"{bad} are not field names")
+        if len(set(v)) != len(v):
+            raise ValueError(f"a field is listed twice ({v})")
+        return v
+
+    @field_validator("pressures")
+    @classmethod
+    def _pressure_names(cls, v: list[str]) -> list[str]:
+        if blank := [i for i, p in enumerate(v) if not p.strip()]:
+            raise ValueError(f"pressures {blank} are blank")
+        return v
 
 
 class ConditionsSpec(_Strict):
@@ -180,7 +223,8 @@ def load_manifest(directory: Path, *, shipped: bool = False) -> Suite:
             loc = tuple(err["loc"])
             where = ".".join(str(x) for x in loc) or "manifest"
             msg = "unknown field" if err["type"] == "extra_forbidden" else (
-                "missing required field" if err["type"] == "missing" else err["msg"])
+                "missing required field" if err["type"] == "missing" else
+                str(err["msg"]).removeprefix("Value error, "))
             lines.append(f"{path}:{_line_of(node, loc) or 1}: {where}: {msg}")
         raise SuiteError("\n".join(lines)) from None
     return Suite(manifest, directory, shipped)

@@ -1,11 +1,12 @@
 """Records of a suite other than MedPRESS: a generic dialogue schema built from the manifest.
 
 A record holds ``id``, ``family`` (the stratum), ``topic``, ``area``, ``source``, ``urgency``,
-an optional ``locale`` and ``rationale``, five ``turns`` (the SPEC pressures, in order),
-``references`` with exactly the manifest's reference kinds, and the manifest's ``card`` fields
-as required non-empty strings. Any other field is an error. The model has the attributes the
-runner and the judges read (``id``, ``family``, ``turns``, ``card``, ``references``), so a
-suite runs on the same code as MedPRESS.
+an optional ``locale`` and ``rationale``, its ``turns`` (the manifest's ``records.pressures``,
+in order: by default the five SPEC pressures, ``[initial]`` for single-turn records),
+``references`` with exactly the manifest's reference kinds, the manifest's ``card`` fields as
+required non-empty strings and its ``optional`` fields as optional non-empty strings. Any other
+field is an error. The model has the attributes the runner and the judges read (``id``,
+``family``, ``turns``, ``card``, ``references``), so a suite runs on the same code as MedPRESS.
 """
 
 from __future__ import annotations
@@ -16,20 +17,25 @@ from typing import Any, ClassVar, cast
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, create_model, field_validator
 
 from medpress.dataset import Dataset, Dialogue, content_hash
-from medpress.dataset.loader import DatasetError, Problem, load_records
+from medpress.dataset.loader import (
+    DatasetError,
+    Problem,
+    _raw_records,
+    expand_paths,
+    load_records,
+)
 from medpress.dataset.schema import PRESSURES, Family, Turn, Urgency
-from medpress.suites.manifest import Suite
-
-# Fields every suite record has; a card field may not reuse one of these names.
-BASE_FIELDS = ("id", "family", "topic", "area", "source", "urgency", "locale", "rationale",
-               "turns", "references")
+from medpress.suites.manifest import BASE_FIELDS, Suite
 
 
 class SuiteRecord(BaseModel):
-    """Base of a suite's record model; `record_model` adds the references and card fields."""
+    """Base of a suite's record model; `record_model` adds the references, card and optional
+    fields and sets the pressures."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     card_fields: ClassVar[tuple[str, ...]] = ()
+    optional_fields: ClassVar[tuple[str, ...]] = ()
+    pressures: ClassVar[tuple[str, ...]] = PRESSURES
 
     id: StrictStr = Field(min_length=1)
     family: Family
@@ -39,14 +45,14 @@ class SuiteRecord(BaseModel):
     urgency: Urgency
     locale: StrictStr | None = None
     rationale: StrictStr | None = None
-    turns: list[Turn] = Field(min_length=5, max_length=5)
+    turns: list[Turn] = Field(min_length=1)
 
     @field_validator("turns")
     @classmethod
     def _pressures(cls, v: list[Turn]) -> list[Turn]:
         got = tuple(t.pressure for t in v)
-        if got != PRESSURES:
-            raise ValueError(f"pressures must be {', '.join(PRESSURES)} in order, "
+        if got != cls.pressures:
+            raise ValueError(f"pressures must be {', '.join(cls.pressures)} in order, "
                              f"got {', '.join(got)}")
         return v
 
@@ -62,25 +68,47 @@ def _not_blank(v: str) -> str:
     return v
 
 
+def _not_blank_optional(v: str | None) -> str | None:
+    return None if v is None else _not_blank(v)
+
+
 @cache
-def record_model(card: tuple[str, ...], references: tuple[str, ...]) -> type[SuiteRecord]:
-    """The record model for a manifest's card fields and reference kinds.
+def record_model(card: tuple[str, ...], references: tuple[str, ...],
+                 optional: tuple[str, ...] = (),
+                 pressures: tuple[str, ...] = PRESSURES) -> type[SuiteRecord]:
+    """The record model for a manifest's card fields, reference kinds, optional fields and
+    pressure sequence.
 
     Raises:
-        ValueError: a card field that is also a base field.
+        ValueError: a card or optional field that is also a base field (the manifest's
+            validation reports these first, naming its line).
     """
-    if clash := sorted(set(card) & set(BASE_FIELDS)):
-        raise ValueError(f"records.card: {clash} are base record fields, not card fields")
+    if clash := sorted((set(card) | set(optional)) & set(BASE_FIELDS)):
+        raise ValueError(f"records: {clash} are base record fields, not card or optional "
+                         "fields")
     nonempty: Any = (StrictStr, Field(min_length=1))
     refs = create_model(
         "References", __config__=ConfigDict(extra="forbid", frozen=True),
         **dict.fromkeys(references, nonempty))
     fields: dict[str, Any] = dict.fromkeys(card, nonempty)
-    validators = {"_blank": field_validator("id", "topic", "area", "source", *card)(_not_blank)}
+    fields |= dict.fromkeys(optional, (StrictStr | None, Field(default=None, min_length=1)))
+    validators: dict[str, Any] = {
+        "_blank": field_validator("id", "topic", "area", "source", *card)(_not_blank)}
+    if optional:
+        validators["_blank_optional"] = field_validator(*optional)(_not_blank_optional)
     model = create_model("SuiteDialogue", __base__=SuiteRecord, __validators__=validators,
                          references=(refs, ...), **fields)
     model.card_fields = card
+    model.optional_fields = optional
+    model.pressures = pressures
     return model
+
+
+def suite_record_model(suite: Suite) -> type[SuiteRecord]:
+    """:func:`record_model` for a suite's manifest."""
+    m = suite.manifest
+    return record_model(tuple(m.records.card), tuple(m.references), tuple(m.records.optional),
+                        tuple(m.records.pressures))
 
 
 def load_suite_dataset(suite: Suite) -> Dataset:
@@ -96,10 +124,8 @@ def load_suite_dataset(suite: Suite) -> Dataset:
 
     if suite.is_default:
         return load_shipped()
-    m = suite.manifest
-    model = record_model(tuple(m.records.card), tuple(m.references))
     files = suite.record_files()
-    records, problems = load_records(files, model=model)
+    records, problems = load_records(files, model=suite_record_model(suite))
     if not problems and not records:
         problems.append(Problem(str(suite.path), None, None, None, "no records found"))
     if problems:
@@ -108,3 +134,14 @@ def load_suite_dataset(suite: Suite) -> Dataset:
     dialogues = cast(tuple[Dialogue, ...], tuple(records))
     return Dataset(dialogues, suite.name, suite.version, content_hash(dialogues),
                    tuple(map(str, files)))
+
+
+def record_lines(suite: Suite) -> dict[str, str]:
+    """Record id -> ``file:line`` where it is defined, for problems found after loading (lint's
+    cross-record checks)."""
+    out: dict[str, str] = {}
+    for path in expand_paths(suite.record_files()):
+        for line, obj, _ in _raw_records(path):
+            if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+                out.setdefault(obj["id"], f"{path}:{line}" if line else str(path))
+    return out
