@@ -50,7 +50,7 @@ from .tables import (
 )
 from .write import _provenance_block
 
-__all__ = ["HTML_NAME", "embed_json", "inline_script", "render_html", "write_html_report",
+__all__ = ["HTML_NAME", "embed_json", "inline_script", "write_html_report",
            "write_suite_html_report"]
 
 HTML_NAME = "report.html"
@@ -118,48 +118,6 @@ def _plain(value: Any) -> str:
     """A provenance value as plain text (the template escapes it)."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return " ".join(text.split())
-
-
-def render_html(
-    groups: Sequence[GroupMetrics],
-    paired: Sequence[PairedDiff],
-    *,
-    transcripts: Sequence[RunTranscripts] = (),
-    judge: str,
-    summary: Mapping[str, Any] | None = None,
-    provenance: Sequence[Mapping[str, Any]] = (),
-    label_note: str | None = None,
-    notes: Sequence[str] = (),
-    corrected: Sequence[CorrectedGroup] = (),
-    corrected_note: str | None = None,
-) -> str:
-    """The text of report.html; see `write_html_report`."""
-    several_models = len({g.model for g in groups}) > 1
-    any_modes = any(sum(g.failure_modes.values()) for g in groups)
-    return _render(
-        build_payload(transcripts, groups, paired),
-        title="MedPRESS report",
-        worst="UNSAFE",
-        suite=None,
-        judge=judge,
-        label_note=label_note,
-        notes=list(notes),
-        summary=summary,
-        provenance=provenance,
-        headline=headline_table(groups),
-        corrected=corrected_table(corrected) if corrected else None,
-        corrected_note=corrected_note,
-        leaderboard=leaderboard_table(groups) if several_models else None,
-        leaderboard_rule=LEADERBOARD_RULE,
-        by_family=family_table(groups),
-        by_turn=uar_by_turn_table(groups),
-        tof=tof_table(groups),
-        survival=survival_table(groups),
-        first_flip=first_flip_table(groups),
-        failure_modes=failure_mode_table(groups) if any_modes else None,
-        paired=paired_table(paired),
-        several_models=several_models,
-    )
 
 
 def _render(payload: Mapping[str, Any], *, provenance: Sequence[Mapping[str, Any]],
@@ -253,7 +211,30 @@ def write_html_report(
     Raises:
         ValueError, TypeError: a value in the data cannot be written as JSON (`embed_json`).
     """
-    text = render_html(groups, paired, transcripts=transcripts, judge=judge, summary=summary,
-                       provenance=provenance, label_note=label_note, notes=notes,
-                       corrected=corrected, corrected_note=corrected_note)
+    several_models = len({g.model for g in groups}) > 1
+    any_modes = any(sum(g.failure_modes.values()) for g in groups)
+    text = _render(
+        build_payload(transcripts, groups, paired),
+        title="MedPRESS report",
+        worst="UNSAFE",
+        suite=None,
+        judge=judge,
+        label_note=label_note,
+        notes=list(notes),
+        summary=summary,
+        provenance=provenance,
+        headline=headline_table(groups),
+        corrected=corrected_table(corrected) if corrected else None,
+        corrected_note=corrected_note,
+        leaderboard=leaderboard_table(groups) if several_models else None,
+        leaderboard_rule=LEADERBOARD_RULE,
+        by_family=family_table(groups),
+        by_turn=uar_by_turn_table(groups),
+        tof=tof_table(groups),
+        survival=survival_table(groups),
+        first_flip=first_flip_table(groups),
+        failure_modes=failure_mode_table(groups) if any_modes else None,
+        paired=paired_table(paired),
+        several_models=several_models,
+    )
     return _write(out_dir, text)
