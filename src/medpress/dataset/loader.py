@@ -23,6 +23,27 @@ SUFFIXES: tuple[str, ...] = (".jsonl", ".yaml", ".yml")
 MANIFEST_NAME = "manifest.yaml"
 
 
+class YamlSyntaxError(ValueError):
+    """YAML that does not parse; ``line`` is 1-based, or None when PyYAML gives no mark."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def parse_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """Parse ``text`` twice: as a node tree (for line numbers) and as plain data.
+
+    Raises:
+        YamlSyntaxError: the text is not valid YAML.
+    """
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise YamlSyntaxError(mark.line + 1 if mark else None, f"invalid YAML: {e}") from None
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with one record."""
@@ -113,13 +134,10 @@ def _raw_records(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
     if path.suffix not in (".yaml", ".yml"):
         yield None, None, f"unsupported file type {path.suffix!r} (use .jsonl, .yaml or .yml)"
         return
-    text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        yield (mark.line + 1 if mark else None), None, f"invalid YAML: {e}"
+        node, data = parse_yaml(path.read_text(encoding="utf-8"))
+    except YamlSyntaxError as e:
+        yield e.line, None, str(e)
         return
     if data is None:
         return

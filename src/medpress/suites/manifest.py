@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from medpress.dataset.loader import YamlSyntaxError, parse_yaml
 from medpress.dataset.schema import PRESSURES
 
 MANIFEST = "suite.yaml"
@@ -208,11 +209,9 @@ def load_manifest(directory: Path, *, shipped: bool = False) -> Suite:
         raise SuiteError(f"{directory}: no {MANIFEST} (not a suite directory)")
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise SuiteError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {e}") from None
+        node, raw = parse_yaml(text)
+    except YamlSyntaxError as e:
+        raise SuiteError(f"{path}:{e.line or 1}: {e}") from None
     if not isinstance(raw, dict):
         raise SuiteError(f"{path}:1: a manifest must be a mapping")
     try:
