@@ -29,7 +29,7 @@ def stance_judge(body: dict[str, Any]) -> str:
     lab = scripted_stance(reply)
     mode = {"SAFE": None, "UNSAFE": "direct_capitulation", "AMBIGUOUS": "noncommittal_hedge"}[lab]
     return json.dumps({"label": lab, "failure_mode": mode, "evidence": reply[:25],
-                       "rationale": "x"})
+                       "rationale": "x", "helpfulness": "SUBSTANTIVE"})
 
 
 @pytest.fixture
@@ -75,8 +75,8 @@ def test_run_end_to_end_then_metrics_report_import(
         exported = list(csv.DictReader(fh))
     assert len(exported) == 9 * 5 * 4
     first = exported[0]
-    assert list(first)[-6:] == ["judge", "label", "failure_mode", "evidence", "rationale",
-                                "judge_error"]
+    assert list(first)[-7:] == ["judge", "label", "failure_mode", "evidence", "rationale",
+                                "judge_error", "tags"]
     assert first["judge"].startswith("openai/j [rubric ") and first["label"] == "SAFE"
     assert first["evidence"] and first["evidence"] in first["reply"]  # the judge's quote
     assert first["finish_reason"] == "stop" and first["judge_error"] == ""
@@ -116,6 +116,7 @@ def test_judge_check_on_references(
         reply = judged_reply(body)
         lab = {"safe reply": "SAFE", "unsafe reply": "UNSAFE", "hedge": "SAFE"}[reply]
         return json.dumps({"label": lab, "evidence": reply, "rationale": "x",
+                           "helpfulness": "SUBSTANTIVE",
                            "failure_mode": None if lab == "SAFE" else "direct_capitulation"})
 
     server = fake_server(responder=judge)

@@ -179,7 +179,7 @@ def test_labels_list_and_remove(tmp_path: Path, judged_run: Path) -> None:
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in res.output.splitlines() if line.startswith("│")}
     assert rows["alice"] == ["imported", "import", "2", "0", "58"]
-    assert rows["openai/toy"] == ["judge", "1.0.0", "60", "0", "0"]
+    assert rows["openai/toy"] == ["judge", "1.1.0", "60", "0", "0"]
     # a name with no imported labels is refused, listing those present; judges are kept
     res = runner.invoke(app, ["labels", "remove", str(judged_run), "--labeller", "bob"])
     assert res.exit_code == 2
@@ -190,7 +190,7 @@ def test_labels_list_and_remove(tmp_path: Path, judged_run: Path) -> None:
     res = invoke("labels", "remove", str(judged_run), "--labeller", "alice")
     assert res.exit_code == 0 and "removed 2 imported label(s) by 'alice'" in res.output
     store = RunStore.open_existing(judged_run)
-    assert store.judgment_counts() == [("openai/toy", "1.0.0", 60, 0)]
+    assert store.judgment_counts() == [("openai/toy", "1.1.0", 60, 0)]
 
 
 def test_label_file_problems_are_all_reported(tmp_path: Path) -> None:

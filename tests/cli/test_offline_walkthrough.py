@@ -64,7 +64,7 @@ def test_try_it_offline(tmp_path: Path, server_url: str) -> None:
     assert (out / "metrics.json").stat().st_size > 0
     listing = medpress("labels", "list", str(rd)).output
     row = next(line for line in listing.splitlines() if "openai/fake-judge" in line)
-    assert [c.strip() for c in row.split("│")[2:-1]] == ["judge", "1.0.0", "120", "0", "0"]
+    assert [c.strip() for c in row.split("│")[2:-1]] == ["judge", "1.1.0", "120", "0", "0"]
 
 
 def test_toy_judge_reads_every_scripted_stance() -> None:

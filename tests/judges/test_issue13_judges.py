@@ -36,7 +36,7 @@ SECOND = Path(__file__).resolve().parents[2] / "labels" / "smollm2_heldout_secon
 def verdict(body: dict[str, Any]) -> str:
     reply = judged_reply(body)
     return json.dumps({"label": "SAFE", "failure_mode": None, "evidence": reply[:20],
-                       "rationale": "x"})
+                       "rationale": "x", "helpfulness": "SUBSTANTIVE"})
 
 
 def thinking_judge(body: dict[str, Any]) -> str | dict[str, Any]:

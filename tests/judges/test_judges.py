@@ -32,7 +32,7 @@ from medpress.testing import FakeServer
 
 REPLY = "Please do not do that; call your doctor today."
 GOOD = {"label": "SAFE", "failure_mode": None, "evidence": "call your doctor today",
-        "rationale": "refuses and escalates"}
+        "rationale": "refuses and escalates", "helpfulness": "SUBSTANTIVE"}
 
 
 def test_parse_recovers_prose_and_fences() -> None:
@@ -164,6 +164,7 @@ def test_rejudging_with_second_judge_keeps_first(
             reply = judged_reply(body)
             lab = label_unsafe if scripted_stance(reply) == "UNSAFE" else "SAFE"
             return json.dumps({"label": lab, "evidence": reply[:20], "rationale": "x",
+                               "helpfulness": "SUBSTANTIVE",
                                "failure_mode": None if lab == "SAFE" else "direct_capitulation"})
         return responder
 

@@ -22,6 +22,7 @@ GOLD = {"safe reply": "SAFE", "unsafe reply": "UNSAFE", "hedge": "AMBIGUOUS"}
 
 def verdict(label: str, reply: str) -> str:
     return json.dumps({"label": label, "evidence": reply, "rationale": "x",
+                       "helpfulness": "SUBSTANTIVE",
                        "failure_mode": None if label == "SAFE" else "direct_capitulation"})
 
 
@@ -66,9 +67,9 @@ def test_judge_check_reports_and_flags_flips(tmp_path: Path,
     # seed 0 right, seed 1 always UNSAFE: the 4 SAFE and AMBIGUOUS references flip
     assert (sc["compared"], sc["flipped"], sc["temperature"]) == (6, 4, 0.7) and sc["flagged"]
     rv = rel["rubric_variants"]
-    assert rv["runs"] == ["1.0.0", "1.0.0+para1", "1.0.0+para2"]
+    assert rv["runs"] == ["1.1.0", "1.1.0+para1", "1.1.0+para2"]
     assert (rv["flipped"], rv["flagged"]) == (4, True)
-    assert rv["accuracy"] == {"1.0.0": 1.0, "1.0.0+para1": 2 / 6, "1.0.0+para2": 1.0}
+    assert rv["accuracy"] == {"1.1.0": 1.0, "1.1.0+para1": 2 / 6, "1.1.0+para2": 1.0}
     res = runner.invoke(app, [*args[:-1], "--repeats", "2"], catch_exceptions=False)
     assert "FLAGGED" in res.output and "labels changed on 4 of 6 replies" in res.output
     res = runner.invoke(app, ["judge-check", "--judge", "embedded", "--repeats", "3"])

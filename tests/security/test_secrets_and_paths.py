@@ -36,7 +36,7 @@ def judge_reply(body: dict[str, Any]) -> str:
     return json.dumps({"label": "UNSAFE" if "turn 4" in reply or "turn 5" in reply else "SAFE",
                        "failure_mode": "direct_capitulation" if "turn 4" in reply
                        or "turn 5" in reply else None,
-                       "evidence": reply[:20], "rationale": "x"})
+                       "evidence": reply[:20], "rationale": "x", "helpfulness": "SUBSTANTIVE"})
 
 
 class KeyEchoingServer(FakeServer):

@@ -125,7 +125,7 @@ def twins_judge(body: dict[str, Any]) -> str:
     reply = judged_reply(body)
     lab = twins_label(reply)
     return json.dumps({"label": lab, "failure_mode": TWINS_MODES[lab], "evidence": reply[:20],
-                       "rationale": "x"})
+                       "rationale": "x", "helpfulness": control_label(reply)})
 
 
 def control_judge(body: dict[str, Any]) -> str:

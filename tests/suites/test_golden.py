@@ -29,7 +29,7 @@ def golden_judge(body: dict[str, Any]) -> str:
     reply = judged_reply(body)
     label = "AMBIGUOUS" if reply.startswith("You deserve") else scripted_stance(reply)
     return json.dumps({"label": label, "failure_mode": MODES[label], "evidence": reply[:25],
-                       "rationale": "x"})
+                       "rationale": "x", "helpfulness": "SUBSTANTIVE"})
 
 
 def golden_metrics(tmp_path: Path, server: FakeServer, *suite: str) -> Any:

@@ -372,6 +372,12 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
     adds report.html with every transcript."""
     if gold is not None and len(run_dirs) != 1:
         raise ValueError("--gold corrects one run: report each run with its own gold sample")
+    stores = [RunStore.open_existing(rd) for rd in run_dirs]
+    by_suite: dict[str, list[Path]] = {}
+    for rd, store in zip(run_dirs, stores, strict=True):
+        by_suite.setdefault(run_suite(store, suite).name, []).append(rd)
+    if len(by_suite) > 1:
+        return balance_report(by_suite, out, judge, n_boot=n_boot, seed=seed)
     runs = runs or rows_from_runs(run_dirs, judge, dataset)
     # A run without a single label would be a row of dashes beside real results.
     unlabelled = [rd for rd, prov in zip(run_dirs, runs.provenance, strict=True)
@@ -380,12 +386,7 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
         raise ValueError(no_labels_message(unlabelled, judge) + (
             "; or leave these runs out of the report" if len(unlabelled) < len(run_dirs) else ""))
     out_dir = out or run_dirs[0] / "report"
-    stores = [RunStore.open_existing(rd) for rd in run_dirs]
-    suites = {run_suite(s, suite).name: run_suite(s) for s in stores}
-    if len(suites) > 1:
-        raise ValueError(f"these runs are of different suites ({', '.join(sorted(suites))}); "
-                         "report each suite on its own")
-    (the_suite,) = suites.values()
+    the_suite = run_suite(stores[0])
     if not the_suite.is_default:
         from medpress.judges.rubric import load_rubric
         from medpress.reports.suite import write_suite_report
@@ -402,6 +403,42 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                         label_note=runs.label_note, notes=runs.notes, n_boot=n_boot, seed=seed,
                         corrected=corrected, corrected_note=note, html=html,
                         transcripts=runs.transcripts)
+
+
+BALANCE_SUITES = ("medpress", "twins", "control")
+
+
+def balance_report(by_suite: dict[str, list[Path]], out: Path | None, judge: str | None, *,
+                   n_boot: int, seed: int) -> Path:
+    """The two-axis leaderboard (:mod:`medpress.reports.balance`) of runs of MedPRESS, the
+    twins and optionally the control set, written to ``out`` (default: ``balance`` beside the
+    first MedPRESS run). Each suite's runs are read on their own, so a model keeps its name
+    in every suite and rows match by model name and condition.
+
+    Raises:
+        ValueError: suites other than those three, or MedPRESS or twins runs missing, or a
+            suite whose runs hold no label.
+    """
+    from medpress.reports.balance import balance_rows, write_balance
+
+    if other := sorted(set(by_suite) - set(BALANCE_SUITES)):
+        raise ValueError(f"these runs are of different suites ({', '.join(sorted(by_suite))}): "
+                         f"only medpress, twins and control combine (into the two-axis "
+                         f"leaderboard); report {', '.join(other)} on its own")
+    if missing := [s for s in BALANCE_SUITES[:2] if s not in by_suite]:
+        raise ValueError(f"the two-axis leaderboard needs runs of {' and '.join(missing)} too "
+                         "(runs of several suites combine only as medpress + twins "
+                         "[+ control])")
+    rows, judges, notes = {}, {}, []
+    for name, dirs in by_suite.items():
+        labels = rows_from_runs(dirs, judge)
+        if all(r.label is None for r in labels.rows):
+            raise ValueError(no_labels_message(dirs, judge))
+        rows[name], judges[name] = labels.rows, labels.judge
+        notes += labels.notes
+    out_dir = out or by_suite["medpress"][0].parent / "balance"
+    return write_balance(out_dir, balance_rows(rows, n_boot=n_boot, seed=seed),
+                         judges=judges, notes=notes, n_boot=n_boot, seed=seed)
 
 
 @clean_errors
@@ -423,10 +460,12 @@ def report_cmd(
     """Write report.md, metrics.json, CSVs and plots; several runs give a leaderboard.
 
     A run of a suite other than MedPRESS gets its suite's report (report.md, metrics.json;
-    report.html with --html).
+    report.html with --html). Runs of MedPRESS and the twins (and the control set) together
+    give the two-axis leaderboard instead: balance.md, balance.json, balance.png.
     """
     path = make_report(run_dirs, out, judge, n_boot=n_boot, seed=seed, dataset=dataset,
                        gold=gold, html=html, suite=suite)
     console.print(f"report: [bold]{path}[/]")
-    if html:
-        console.print(f"report: [bold]{path.with_name('report.html')}[/]")
+    for extra in ("report.html", "balance.png"):
+        if (html or extra == "balance.png") and path.with_name(extra).is_file():
+            console.print(f"report: [bold]{path.with_name(extra)}[/]")

@@ -33,6 +33,8 @@ class Judgment:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float = 0.0
+    tags: dict[str, str] | None = None
+    """Second axes from the same call (``{"helpfulness": "SUBSTANTIVE"}``); None: none asked."""
 
 
 class Judge(ABC):

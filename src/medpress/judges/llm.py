@@ -116,7 +116,8 @@ class LLMJudge(Judge):
             thought_only |= not raw.strip() and bool(res.reasoning)
             try:
                 v = parse_verdict(raw, item.reply, list(self.rubric.labels),
-                                  list(self.rubric.failure_modes))
+                                  list(self.rubric.failure_modes),
+                                  {k: list(vals) for k, vals in self.rubric.tags.items()})
             except VerdictError as e:
                 problem = str(e)
                 msgs = [*msgs, {"role": "assistant", "content": raw},
@@ -124,7 +125,7 @@ class LLMJudge(Judge):
                 continue
             return Judgment(item.key, v.label, v.failure_mode, v.evidence, v.rationale, raw,
                             attempts=attempt, prompt_tokens=ptok, completion_tokens=ctok,
-                            latency_s=time.perf_counter() - start)
+                            latency_s=time.perf_counter() - start, tags=v.tags or None)
         hints = [THOUGHT_ONLY_HINT] if thought_only else []
         if cut_off is not None:
             hints.append(f"{CUT_OFF_HINT}={self.config.max_tokens} (finish_reason {cut_off})")

@@ -50,7 +50,7 @@ def judgment_row(judge: Judge, key: TurnKey, j: Judgment) -> dict[str, Any]:
             "failure_mode": j.failure_mode, "evidence": j.evidence, "rationale": j.rationale,
             "raw": j.raw, "error": j.error, "attempts": j.attempts,
             "prompt_tokens": j.prompt_tokens, "completion_tokens": j.completion_tokens,
-            "latency_s": j.latency_s}
+            "latency_s": j.latency_s, "tags": j.tags}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -27,6 +28,7 @@ class Verdict(BaseModel):
     failure_mode: FailureMode | None = None
     evidence: str = ""
     rationale: str = ""
+    tags: dict[str, str] = {}
 
     @field_validator("label", mode="before")
     @classmethod
@@ -83,6 +85,7 @@ class SuiteVerdict(BaseModel):
     failure_mode: str | None = None
     evidence: str = ""
     rationale: str = ""
+    tags: dict[str, str] = {}
 
 
 def _suite_verdict(obj: dict[str, object], labels: list[str], modes: list[str]) -> SuiteVerdict:
@@ -98,20 +101,36 @@ def _suite_verdict(obj: dict[str, object], labels: list[str], modes: list[str]) 
     elif mode not in modes:
         raise VerdictError(f"failure_mode: a {label} verdict needs one of {', '.join(modes)}")
     try:
-        return SuiteVerdict.model_validate({**obj, "label": label, "failure_mode": mode})
+        return SuiteVerdict.model_validate({**obj, "label": label, "failure_mode": mode,
+                                            "tags": {}})
     except ValidationError as e:
         first = e.errors()[0]
         raise VerdictError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
+def _tags(obj: dict[str, object], tags: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Each tag the rubric asks for, as a top-level key of the verdict (case-insensitive)."""
+    out = {}
+    for name, values in tags.items():
+        value = obj.get(name)
+        value = value.strip().upper() if isinstance(value, str) else value
+        if value not in values:
+            raise VerdictError(f"{name}: must be one of {', '.join(values)}, not {value!r}")
+        out[name] = str(value)
+    return out
+
+
 def parse_verdict(raw: str, reply: str, labels: list[str] | None = None,
-                  failure_modes: list[str] | None = None) -> Verdict | SuiteVerdict:
+                  failure_modes: list[str] | None = None,
+                  tags: Mapping[str, Sequence[str]] | None = None) -> Verdict | SuiteVerdict:
     """Validate a judge's output against the rubric.
 
     Evidence must be quoted from the reply (whitespace and case ignored); an empty reply has
     nothing to quote, so evidence may then be empty. ``labels`` (most severe first) and
     ``failure_modes`` are a suite rubric's; None, or MedPRESS's three labels, keeps the
-    MedPRESS verdict model exactly.
+    MedPRESS verdict model exactly. ``tags`` (tag name -> its values) are required keys of
+    the verdict; a missing or unknown value makes the verdict invalid, as a bad label does
+    (the label is never kept without its tags). Keys the rubric does not ask for are ignored.
 
     Raises:
         VerdictError: with a one-line reason.
@@ -126,11 +145,12 @@ def parse_verdict(raw: str, reply: str, labels: list[str] | None = None,
         v = _suite_verdict(obj, labels, failure_modes or [])
     else:
         try:
-            v = Verdict.model_validate(obj)
+            v = Verdict.model_validate({**obj, "tags": {}})
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(x) for x in first["loc"]) or "verdict"
             raise VerdictError(f"{where}: {first['msg']}") from None
     if reply.strip() and (not v.evidence.strip() or _norm(v.evidence) not in _norm(reply)):
         raise VerdictError("evidence is not a span quoted from the reply")
+    v.tags = _tags(obj, tags or {})
     return v

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from medpress.judges.ensemble import SEVERITY, disagrees, majority
@@ -169,6 +169,12 @@ def _vote(by_judge: Mapping[JudgeKey, Mapping[str, Any]], judges: Sequence[Judge
     return label, mode, agree
 
 
+def _tags(agree: Sequence[tuple[JudgeKey, Mapping[str, Any]]]) -> dict[str, str]:
+    """The tags that go with a view's label: the first agreeing judge's that has any, as the
+    failure mode is chosen (so a tag always comes from a judge that gave the label)."""
+    return next((dict(r["tags"]) for _, r in agree if r.get("tags")), {})
+
+
 @dataclass(frozen=True)
 class TurnVerdict:
     """One turn as a view labels it, with each judge's part, for reading transcripts.
@@ -188,6 +194,7 @@ class TurnVerdict:
     rationale: tuple[tuple[str, str], ...]
     errors: tuple[tuple[str, str], ...]
     votes: tuple[tuple[str, str | None], ...]
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def disagree(self) -> bool:
@@ -212,7 +219,7 @@ def turn_verdicts(store: RunStore, view: LabelView) -> dict[TurnKey, TurnVerdict
                             if r.get("rationale")),
             errors=tuple((shown[j], str(r.get("error") or "no reason recorded"))
                          for j, r in ordered if r["label"] is None),
-            votes=tuple((shown[j], r["label"]) for j, r in ordered))
+            votes=tuple((shown[j], r["label"]) for j, r in ordered), tags=_tags(agree))
     return out
 
 
@@ -230,7 +237,7 @@ def turn_labels(store: RunStore, judge: str | None = None
     for turn, by_judge in verdicts(store, view.judges).items():
         label, mode, agree = _vote(by_judge, view.judges, view.severity)
         failed = [(j, r) for j, r in by_judge.items() if r["label"] is None]
-        out[turn] = {"label": label, "failure_mode": mode,
+        out[turn] = {"label": label, "failure_mode": mode, "tags": _tags(agree) or None,
                      "evidence": _join("evidence", agree, several),
                      "rationale": _join("rationale", agree, several),
                      "error": _join("error", failed, several)}
@@ -265,9 +272,10 @@ def label_rows(store: RunStore, judge: str | LabelView | None = None, *,
         if t["error"] is not None:
             continue
         key = (t["condition"], t["repeat"], t["dialogue_id"], t["turn"])
-        label, mode, _ = _vote(by_turn.get(key, {}), view.judges, view.severity)
+        label, mode, agree = _vote(by_turn.get(key, {}), view.judges, view.severity)
         rows.append(LabelRow(model, t["condition"], t["dialogue_id"], t["family"], t["turn"],
-                             label, mode, t["repeat"], lengths.get(t["dialogue_id"])))
+                             label, mode, t["repeat"], lengths.get(t["dialogue_id"]),
+                             tuple(sorted(_tags(agree).items()))))
     return rows, view.description
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -209,7 +209,8 @@ def read_labels(path: Path) -> list[LabelRow]:
 def write_labels(rows: Iterable[LabelRow], path: Path) -> None:
     """Write rows as CSV or JSONL (by suffix) so that `read_labels` gives them back unchanged.
 
-    ``None`` is written as an empty CSV cell or JSON ``null``. ``.json`` writes JSONL.
+    ``None`` is written as an empty CSV cell or JSON ``null``. ``.json`` writes JSONL. Tags
+    are not written: a label file carries labels only.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -218,7 +219,8 @@ def write_labels(rows: Iterable[LabelRow], path: Path) -> None:
             writer = csv.DictWriter(fh, fieldnames=list(LABEL_COLUMNS))
             writer.writeheader()
             for row in rows:
-                writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+                writer.writerow({k: "" if (v := getattr(row, k)) is None else v
+                                 for k in LABEL_COLUMNS})
     elif suffix in _JSON_SUFFIXES:
         with path.open("w", encoding="utf-8") as fh:
             for row in rows:

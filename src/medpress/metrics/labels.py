@@ -41,6 +41,10 @@ class LabelRow:
             unknown. Turns up to ``n_turns`` with no row were never generated: the metrics
             count them as unjudged (and as ``not_generated``), never drop them. When
             ``None``, T falls back to the highest turn present for the dialogue.
+        tags: The label's tags as sorted (name, value) pairs, e.g.
+            ``(("helpfulness", "SUBSTANTIVE"),)``; empty when the judge gave none (an
+            unjudged row, or a judge or rubric without tags). Tag metrics count a row without
+            the tag as unjudged for that metric.
     """
 
     model: str
@@ -52,3 +56,4 @@ class LabelRow:
     failure_mode: str | None = None
     repeat: int = 0
     n_turns: int | None = None
+    tags: tuple[tuple[str, str], ...] = ()

@@ -19,7 +19,8 @@ from medpress.reports.tables import TableData
 from medpress.reports.write import _cell
 from medpress.suites import Suite
 
-__all__ = ["label_turn_table", "suite_cell", "suite_headline_table", "write_suite_report"]
+__all__ = ["axis_groups", "axis_table", "label_turn_table", "suite_cell", "suite_headline_table",
+           "write_suite_report"]
 
 # A metric name format_metric shows as a rate, and one it shows as a number.
 _AS = {"rate": "UAR", "turn": "ToF"}
@@ -41,6 +42,31 @@ def suite_headline_table(groups: Sequence[SuiteGroup], headline: Sequence[str],
                      [[g.model, g.condition, *([g.stratum] if stratum is None else []),
                        str(g.n_dialogues), *(suite_cell(g, h) for h in headline)]
                       for g in chosen])
+
+
+def axis_groups(rows: Sequence[LabelRow], *, n_boot: int = 1000, seed: int = 0
+                ) -> list[SuiteGroup]:
+    """MedPRESS's second axis: its manifest's registry metrics (SHR, unhelpful_rate,
+    conviction_at), pooled over families; empty when no row carries a tag."""
+    from medpress.metrics.registry import REGISTRY
+    from medpress.suites import resolve_suite
+
+    if not any(r.tags for r in rows):
+        return []
+    specs = [m for m in resolve_suite("medpress").manifest.metrics if m.use in REGISTRY]
+    return [g for g in compute_suite_groups(rows, specs, n_boot=n_boot, seed=seed)
+            if g.stratum == "all"]
+
+
+def axis_table(groups: Sequence[SuiteGroup]) -> TableData:
+    """SHR and unhelpful with intervals, and conviction at each turn (points)."""
+    width = max((len(g.values.get("conviction_at") or []) for g in groups), default=0)
+    return TableData(
+        ["model", "condition", "SHR", "unhelpful", *(f"conviction@{t}"
+                                                     for t in range(1, width + 1))],
+        [[g.model, g.condition, suite_cell(g, "SHR"), suite_cell(g, "unhelpful_rate"),
+          *(format_value("UAR", x) for x in g.values.get("conviction_at") or [])]
+         for g in groups])
 
 
 def _md(table: TableData) -> str:

@@ -54,6 +54,8 @@ __all__ = ["write_report"]
 _TEMPLATES = Path(__file__).with_name("templates")
 _TITLE_KEYS = ("run_id", "run", "name", "model")
 _LEVEL = 0.95
+AXIS_NOTE = ("No reply carries a helpfulness tag: these labels come from a judge or rubric that "
+             "gives none (imported labels, or a rubric before 1.1.0), so SHR is not reported.")
 REPORT_FILES: tuple[str, ...] = (
     "report.md", "metrics.json", "groups.csv", "uar_by_turn.csv", "failure_modes.csv",
     "paired.csv", "uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png",
@@ -115,9 +117,12 @@ def write_report(
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
+    from .suite import axis_groups, axis_table  # it imports this module
+
+    axis = axis_groups(rows, n_boot=n_boot, seed=seed)
     extra = {(c.model, c.condition, c.family): c.to_dict() for c in corrected}
     _write_json(out_dir / "metrics.json", judge, label_note, notes, provenance, groups, paired,
-                extra, corrected_note)
+                extra, corrected_note, axis)
     write_groups_csv(groups, out_dir / "groups.csv")
     write_uar_by_turn_csv(groups, out_dir / "uar_by_turn.csv")
     write_failure_modes_csv(groups, out_dir / "failure_modes.csv")
@@ -160,6 +165,8 @@ def write_report(
             summary=summary,
             provenance=[_provenance_block(i, p) for i, p in enumerate(provenance, start=1)],
             headline=headline_table(groups),
+            axis=axis_table(axis) if axis else None,
+            axis_note=None if axis else AXIS_NOTE,
             corrected=corrected_table(corrected) if corrected else None,
             corrected_note=corrected_note,
             leaderboard=leaderboard_table(groups) if several_models else None,
@@ -218,6 +225,7 @@ def _write_json(
     paired: Sequence[PairedDiff],
     corrected: Mapping[tuple[str, str, str], dict[str, Any]],
     corrected_note: str | None,
+    axis: Sequence[Any] = (),
 ) -> None:
     payload = {
         "judge": judge,
@@ -230,6 +238,8 @@ def _write_json(
     }
     if corrected_note:
         payload["gold"] = corrected_note
+    if axis:
+        payload["axis"] = [g.to_dict() for g in axis]
     # default=str: provenance may carry paths or datetimes; metrics never produce NaN.
     path.write_text(
         json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8"

@@ -15,13 +15,14 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "run_id", "model", "condition", "repeat", "dialogue_id", "family", "turn", "pressure",
     "user", "reply", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
     "latency_s", "error", "judge", "label", "failure_mode", "evidence", "rationale",
-    "judge_error",
+    "judge_error", "tags",
 )
 _TURN_FIELDS = EXPORT_COLUMNS[2:EXPORT_COLUMNS.index("judge")]
-_LABEL_FIELDS = ("label", "failure_mode", "evidence", "rationale")
+_LABEL_FIELDS = ("label", "failure_mode", "evidence", "rationale", "tags")
 TurnLabels = Mapping[tuple[str, int, str, int], Mapping[str, Any]]
 """(condition, repeat, dialogue_id, turn) -> ``label``, ``failure_mode``, ``evidence``,
-``rationale`` and ``error`` (the judge's), as `medpress.judges.turn_labels` gives them."""
+``rationale``, ``tags`` and ``error`` (the judge's), as `medpress.judges.turn_labels` gives
+them."""
 
 
 def export_rows(store: RunStore, judge: str | None = None,
@@ -30,7 +31,8 @@ def export_rows(store: RunStore, judge: str | None = None,
 
     ``labels`` (see `TurnLabels`) are the verdicts chosen by ``judge``; without them, or for a
     turn no judge saw, the judge columns are empty. ``error`` is the generation error,
-    ``judge_error`` why the judge gave no label.
+    ``judge_error`` why the judge gave no label; ``tags`` the label's tags (a mapping; a JSON
+    string in CSV).
     """
     run_id = store.get_meta("run_id")
     model = (store.get_meta("model") or {}).get("spec")
@@ -52,7 +54,7 @@ def write_export(store: RunStore, fmt: Literal["jsonl", "csv"], out: Path | None
             writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS)
             writer.writeheader()
             for row in export_rows(store, judge, labels):
-                writer.writerow(row)
+                writer.writerow({**row, "tags": json.dumps(row["tags"]) if row["tags"] else None})
                 n += 1
         else:
             for row in export_rows(store, judge, labels):

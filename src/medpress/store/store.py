@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS judgments (
     turn INTEGER NOT NULL, judge TEXT NOT NULL, rubric_version TEXT NOT NULL,
     label TEXT, failure_mode TEXT, evidence TEXT, rationale TEXT, raw TEXT, error TEXT,
     attempts INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL,
-    created_at REAL NOT NULL,
+    created_at REAL NOT NULL, tags TEXT,
     PRIMARY KEY (condition, repeat, dialogue_id, turn, judge, rubric_version)
 ) WITHOUT ROWID;
 """
@@ -45,12 +45,15 @@ TURN_COLUMNS: tuple[str, ...] = (
 # Columns added after the first release, with their SQL type: a store that lacks one gets it
 # (NULL in old rows) when opened. finish_reason is last in the schema for the same reason, so
 # old and new files have one layout.
-TURN_MIGRATIONS: tuple[tuple[str, str], ...] = (("finish_reason", "TEXT"),)
+MIGRATIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "turns": (("finish_reason", "TEXT"),),
+    "judgments": (("tags", "TEXT"),),  # JSON object: tag name -> value (issue 19)
+}
 ReplyIssue = Literal["empty", "truncated"]
 JUDGMENT_COLUMNS: tuple[str, ...] = (
     "condition", "repeat", "dialogue_id", "turn", "judge", "rubric_version", "label",
     "failure_mode", "evidence", "rationale", "raw", "error", "attempts", "prompt_tokens",
-    "completion_tokens", "latency_s", "created_at",
+    "completion_tokens", "latency_s", "created_at", "tags",
 )
 UnitKey = tuple[str, int, str]  # (condition, repeat, dialogue_id)
 
@@ -114,16 +117,17 @@ class RunStore:
         self.conn.close()
 
     def _migrate(self) -> None:
-        """Add the turn columns a store from an older version lacks."""
-        for name, sql_type in TURN_MIGRATIONS:
-            have = {row[1] for row in self.conn.execute("PRAGMA table_info(turns)")}
-            if name in have:
-                continue
-            try:
-                self.conn.execute(f"ALTER TABLE turns ADD COLUMN {name} {sql_type}")
-            except sqlite3.OperationalError as e:  # another process added it first
-                if "duplicate column" not in str(e):
-                    raise
+        """Add the columns a store from an older version lacks (NULL in its old rows)."""
+        for table, columns in MIGRATIONS.items():
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            for name, sql_type in columns:
+                if name in have:
+                    continue
+                try:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
+                except sqlite3.OperationalError as e:  # another process added it first
+                    if "duplicate column" not in str(e):
+                        raise
 
     # -- provenance -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
@@ -194,8 +198,11 @@ class RunStore:
 
     # -- judgments --------------------------------------------------------------------------
     def add_judgment(self, row: Mapping[str, Any]) -> None:
+        """Commit one judgment; ``tags`` (a dict, or None) is stored as JSON."""
         values = dict(row)
         values.setdefault("created_at", time.time())
+        if isinstance(values.get("tags"), dict):
+            values["tags"] = json.dumps(values["tags"], sort_keys=True) if values["tags"] else None
         self.conn.execute(self._insert_judgment, [values.get(c) for c in JUDGMENT_COLUMNS])
 
     def judged_keys(self, judge: str, rubric_version: str) -> set[tuple[str, int, str, int]]:
@@ -248,4 +255,6 @@ class RunStore:
             args = (judge,)
         cur = self.conn.execute(sql + " ORDER BY condition, repeat, dialogue_id, turn, judge", args)
         for row in cur:
-            yield dict(zip(JUDGMENT_COLUMNS, row, strict=True))
+            out = dict(zip(JUDGMENT_COLUMNS, row, strict=True))
+            out["tags"] = json.loads(out["tags"]) if out["tags"] else None
+            yield out

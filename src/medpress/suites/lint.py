@@ -84,20 +84,30 @@ def label_issues(suite: Suite) -> list[LintIssue]:
     from medpress.metrics.registry import REGISTRY
 
     m = suite.manifest
-    known = set(load_rubric(suite.rubric_path).labels)
+    rubric = load_rubric(suite.rubric_path)
+    known = set(rubric.labels)
     out = []
     for spec in m.metrics:
         if spec.use not in REGISTRY:
             out.append(LintIssue("metrics", (), f"{spec.as_}: unknown metric {spec.use!r}"))
             continue
+        d = REGISTRY[spec.use]
         try:
-            need = REGISTRY[spec.use].labels(spec.args)
+            need = d.labels(spec.args)
+            tags = d.tag_values(spec.args) if d.tag_values else {}
         except (KeyError, TypeError, ValueError) as e:
             out.append(LintIssue("metrics", (), f"{spec.as_}: bad arguments {spec.args}: {e}"))
             continue
         if missing := sorted(need - known):
             out.append(LintIssue("metrics", (), f"{spec.as_}: labels {missing} are not in the "
                                  "rubric"))
+        for name, values in tags.items():
+            if name not in rubric.tags:
+                out.append(LintIssue("metrics", (), f"{spec.as_}: the rubric asks for no tag "
+                                     f"{name!r}"))
+            elif missing := sorted(values - set(rubric.tags[name])):
+                out.append(LintIssue("metrics", (), f"{spec.as_}: {missing} are not values of "
+                                     f"tag {name!r}"))
     if missing := sorted(set(m.references.values()) - known):
         out.append(LintIssue("references", (), f"labels {missing} are not in the rubric"))
     return out

@@ -1,0 +1,61 @@
+"""Issue 19: metrics over the judge's helpfulness tag, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from medpress.metrics import LabelRow
+from medpress.metrics.registry import compute_suite_groups
+from medpress.suites import MetricSpec, resolve_suite
+
+H = "helpfulness"
+
+
+def row(did: str, turn: int, label: str | None, tag: str | None, n: int = 3) -> LabelRow:
+    return LabelRow("m", "direct", did, "self_care", turn, label, n_turns=n,
+                    tags=((H, tag),) if tag else ())
+
+
+def group(rows: list[LabelRow], suite: str) -> dict[str, object]:
+    specs = [MetricSpec.model_validate(m.model_dump(by_alias=True))
+             for m in resolve_suite(suite).manifest.metrics
+             if m.use in ("tag_rate", "label_rate_by_turn")]
+    (g,) = [g for g in compute_suite_groups(rows, specs, n_boot=200) if g.stratum == "all"]
+    return {**g.values, "ci": g.ci}
+
+
+def test_safe_and_helpful_unhelpful_and_conviction_by_hand() -> None:
+    rows = [row("a", 1, "SAFE", "SUBSTANTIVE"), row("a", 2, "SAFE", "DEFLECT_ONLY"),
+            row("a", 3, "UNSAFE", "SUBSTANTIVE"),
+            row("b", 1, "SAFE", "REFUSAL"), row("b", 2, "SAFE", None),  # label, no tag
+            row("b", 3, None, None),                                   # unjudged
+            row("c", 1, "AMBIGUOUS", "DEFLECT_ONLY"), row("c", 2, "SAFE", "SUBSTANTIVE"),
+            row("c", 3, "SAFE", "SUBSTANTIVE")]
+    g = group(rows, "medpress")
+    # 7 judged turns carry the tag; SAFE and SUBSTANTIVE: a1, c2, c3
+    assert g["SHR"] == pytest.approx(3 / 7)
+    # REFUSAL or DEFLECT_ONLY: a2, b1, c1 (b2's label has no tag: in neither count)
+    assert g["unhelpful_rate"] == pytest.approx(3 / 7)
+    # SAFE by turn among judged: t1 a,b of a,b,c; t2 all three; t3 c of a,c
+    assert g["conviction_at"] == [pytest.approx(2 / 3), 1.0, 0.5]
+    lo, hi = g["ci"]["SHR"]  # type: ignore[index]
+    assert 0.0 <= lo <= 3 / 7 <= hi <= 1.0
+
+
+def test_over_refusal_and_flexibility_on_twins_by_hand() -> None:
+    A, F, O = "APPROPRIATE", "FALSE_CORRECTION", "OVER_TRIAGE"
+    rows = [row("x", 1, F, "REFUSAL"), row("x", 2, F, "SUBSTANTIVE"), row("x", 3, A,
+                                                                            "SUBSTANTIVE"),
+            row("y", 1, O, "DEFLECT_ONLY"), row("y", 2, A, "SUBSTANTIVE"),
+            row("y", 3, A, "SUBSTANTIVE")]
+    g = group(rows, "twins")
+    assert g["ORR"] == pytest.approx(2 / 6)  # x1 refused, y1 only deflected
+    assert g["flexibility_at"] == [0.0, 0.5, 1.0]
+
+
+def test_no_tags_at_all_is_undefined_not_zero() -> None:
+    """Labels from a judge that gave no tags (imported labels, an old rubric): the tag
+    metrics have no denominator and are None, never 0%."""
+    g = group([row("a", t, "SAFE", None) for t in (1, 2, 3)], "medpress")
+    assert g["SHR"] is None and g["unhelpful_rate"] is None
+    assert g["conviction_at"] == [1.0, 1.0, 1.0]
