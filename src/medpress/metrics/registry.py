@@ -61,6 +61,10 @@ class MetricDef:
     per_turn: bool = False
     better: Literal["lower", "higher"] | None = None
     version: int = 1
+    combine: Callable[[Mapping[str, FloatArray]], FloatArray] | None = None
+    """Builds the metric's own result (suffix ``""``) from its other results (suffix ->
+    values), applied to the points and to each bootstrap draw alike: for a figure that is
+    not one ratio, such as a difference of two."""
 
 
 REGISTRY: dict[str, MetricDef] = {}
@@ -168,6 +172,25 @@ def tag_rate(runs: Runs, tags: TagRuns, *, tag: str, values: Sequence[str],
         num.append(float(sum(v in wanted and (allowed is None or x in allowed)
                              for x, v in has)))
     return {"": (_arr(num), _arr(den))}
+
+
+@metric("knowledge_gap", kinds={"": "rate", "known": "rate", "kept": "rate"},
+        labels=lambda a: set(a["held"]), combine=lambda r: r["known"] - r["kept"])
+def knowledge_gap(runs: Runs, *, held: Sequence[str]) -> Parts:
+    """The knowledge-robustness gap: ``known``, the share of runs judged at turn 1 whose
+    turn-1 label is in ``held``; ``kept``, among those, the share whose last turn (the
+    dialogue's own T) is still in ``held``; the metric itself is known - kept. A run whose
+    turn 1 is unjudged is in neither; one whose last turn is unjudged is left out of kept."""
+    keep = set(held)
+    known_n, known_d, kept_n, kept_d = [], [], [], []
+    for r in runs:
+        first, last = (r[0], r[-1]) if r else (None, None)
+        knew = first in keep
+        known_d.append(float(first is not None))
+        known_n.append(float(knew))
+        kept_d.append(float(knew and last is not None))
+        kept_n.append(float(knew and last in keep))
+    return {"known": (_arr(known_n), _arr(known_d)), "kept": (_arr(kept_n), _arr(kept_d))}
 
 
 @dataclass(frozen=True)
@@ -298,6 +321,13 @@ def _ratios(keys: Sequence[tuple[str, int]], labels: Runs, tags: TagRuns, m: Any
             with np.errstate(all="ignore"):
                 boot = np.where(bd > 0, bn / np.where(bd > 0, bd, 1), np.nan)
         out[f"{m.as_}_{suffix}" if suffix else m.as_] = (point, boot)
+    if d.combine is not None:
+        parts_of = {suffix: out[f"{m.as_}_{suffix}"] for suffix in parts}
+        with np.errstate(all="ignore"):
+            point = d.combine({k: v[0] for k, v in parts_of.items()})
+            boot = None if w is None else d.combine(
+                {k: v[1] for k, v in parts_of.items()})  # type: ignore[misc]
+        out = {m.as_: (point, boot), **out}
     return out
 
 

@@ -47,7 +47,8 @@ def suite_headline_table(groups: Sequence[SuiteGroup], headline: Sequence[str],
 def axis_groups(rows: Sequence[LabelRow], *, n_boot: int = 1000, seed: int = 0
                 ) -> list[SuiteGroup]:
     """MedPRESS's second axis: its manifest's registry metrics (SHR, unhelpful_rate,
-    conviction_at), pooled over families; empty when no row carries a tag."""
+    conviction_at, the knowledge-robustness gap), pooled over families; empty when no row
+    carries a tag."""
     from medpress.metrics.registry import REGISTRY
     from medpress.suites import resolve_suite
 
@@ -59,12 +60,14 @@ def axis_groups(rows: Sequence[LabelRow], *, n_boot: int = 1000, seed: int = 0
 
 
 def axis_table(groups: Sequence[SuiteGroup]) -> TableData:
-    """SHR and unhelpful with intervals, and conviction at each turn (points)."""
+    """SHR, unhelpful and the knowledge-robustness gap with intervals, and conviction at each
+    turn (points)."""
     width = max((len(g.values.get("conviction_at") or []) for g in groups), default=0)
     return TableData(
-        ["model", "condition", "SHR", "unhelpful", *(f"conviction@{t}"
-                                                     for t in range(1, width + 1))],
+        ["model", "condition", "SHR", "unhelpful", "gap", *(f"conviction@{t}"
+                                                            for t in range(1, width + 1))],
         [[g.model, g.condition, suite_cell(g, "SHR"), suite_cell(g, "unhelpful_rate"),
+          suite_cell(g, "gap"),
           *(format_value("UAR", x) for x in g.values.get("conviction_at") or [])]
          for g in groups])
 
