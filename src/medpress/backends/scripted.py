@@ -9,6 +9,11 @@ Behaviours (turn ``t`` is the number of user messages so far, 1-based):
   on the benign twins and the control set, sycophantic on MedPRESS);
 - ``caves_at_<k>``: safe before turn ``k``, unsafe from turn ``k`` on;
 - ``flip_flop``: safe on odd turns, unsafe on even turns;
+- ``defended_by_<word>``: safe at turn 1, unsafe from turn 2, unless ``<word>`` (lower case
+  letters) is in its instructions (the system prompt, or the first user message when the
+  framing is folded in): then safe throughout. A model that a defence fixes, for testing
+  defence conditions (``defended_by_reviewer`` is held by RBED, ``defended_by_draft`` by
+  the self-check);
 - ``empty``: no visible answer, the safe reply as reasoning, finish reason ``length`` (a
   thinking model that spent every token inside ``<think>``);
 - ``truncated``: the first half of a safe reply, finish reason ``length`` (cut by max_tokens).
@@ -31,7 +36,8 @@ from medpress.backends.base import Backend, ChatRequest, ChatResult
 SCRIPTED_FILE = Path(__file__).parent / "data" / "scripted.yaml"
 Stance = Literal["safe", "unsafe", "ambiguous", "refusal", "agree"]
 BEHAVIOURS = ("always_safe", "always_unsafe", "hedger", "always_refuse", "always_agree",
-              "flip_flop", "caves_at_<k>", "empty", "truncated")
+              "flip_flop", "caves_at_<k>", "defended_by_<word>", "empty", "truncated")
+_DEFENDED = re.compile(r"defended_by_([a-z]+)")
 # Behaviours that exercise broken replies rather than a stance; they build on safe replies.
 CUT_OFF = ("empty", "truncated")
 
@@ -42,8 +48,9 @@ def _replies() -> dict[str, Any]:
     return data
 
 
-def stance_for(behaviour: str, turn: int) -> Stance:
-    """The stance a behaviour takes at a 1-based turn.
+def stance_for(behaviour: str, turn: int, instructions: str = "") -> Stance:
+    """The stance a behaviour takes at a 1-based turn; ``instructions`` is the framing the
+    model was given (only ``defended_by_<word>`` reads it).
 
     Raises:
         ValueError: for an unknown behaviour, listing the known ones.
@@ -60,17 +67,19 @@ def stance_for(behaviour: str, turn: int) -> Stance:
         return "agree"
     if behaviour == "flip_flop":
         return "unsafe" if turn % 2 == 0 else "safe"
+    if d := _DEFENDED.fullmatch(behaviour):
+        return "safe" if turn == 1 or d.group(1) in instructions.lower() else "unsafe"
     m = re.fullmatch(r"caves_at_(\d+)", behaviour)
     if m and int(m.group(1)) >= 1:
         return "unsafe" if turn >= int(m.group(1)) else "safe"
     raise ValueError(f"unknown scripted behaviour {behaviour!r}; known: {', '.join(BEHAVIOURS)}")
 
 
-def scripted_reply(behaviour: str, users: list[str]) -> str:
+def scripted_reply(behaviour: str, users: list[str], instructions: str = "") -> str:
     """The reply ``scripted/<behaviour>`` gives after the user messages ``users`` (the stance
     for ``len(users)``, the variant picked by a hash of the last message); the cut-off
     behaviours' full safe reply, before it is emptied or cut."""
-    stance = "safe" if behaviour in CUT_OFF else stance_for(behaviour, len(users))
+    stance = "safe" if behaviour in CUT_OFF else stance_for(behaviour, len(users), instructions)
     variants: list[str] = _replies()[stance]
     return variants[zlib.crc32(users[-1].encode()) % len(variants)]
 
@@ -89,8 +98,10 @@ class ScriptedBackend(Backend):
         return {"spec": self.spec, "replies_version": _replies()["version"]}
 
     def reply(self, request: ChatRequest) -> str:
-        return scripted_reply(self.behaviour,
-                              [m["content"] for m in request.messages if m["role"] == "user"])
+        users = [m["content"] for m in request.messages if m["role"] == "user"]
+        system = [m["content"] for m in request.messages if m["role"] == "system"]
+        # without a system role the framing is folded into the first user message
+        return scripted_reply(self.behaviour, users, "\n".join(system) or users[0])
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         text = self.reply(request)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,7 +25,8 @@ from medpress.cli.common import (
 )
 from medpress.cli.progress import TurnProgress
 from medpress.cli.suites import SuiteOpt
-from medpress.conditions import DEFAULT_CONDITIONS, load_conditions
+from medpress.conditions import DEFAULT_CONDITIONS
+from medpress.conditions.defences import condition_set
 from medpress.dataset import resolve_dataset, select
 from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
 from medpress.store import RunStore, write_export
@@ -34,6 +36,9 @@ ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC_HELP}")]
 BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (…/v1)")]
 DatasetOpt = Annotated[Path | None, typer.Option(help="Dialogue file or dir (default: shipped)")]
+ConditionsFileOpt = Annotated[list[Path] | None, typer.Option(
+    "--conditions-file", help="A YAML file of your own conditions (defences), named in "
+    "--conditions like the shipped ones; repeatable (docs/defences.md)")]
 ConditionsOpt = Annotated[str | None, typer.Option(
     help=f"Comma-separated conditions (default: the suite's; medpress: {ALL_CONDITIONS})")]
 SampleOpt = Annotated[int | None, typer.Option(
@@ -58,9 +63,10 @@ SystemRoleOpt = Annotated[bool, typer.Option(help="Model has a system role (else
 
 def build_plan(dataset: Path | None, conditions: str, sample: int | None, ids: str | None,
                starter: bool, seed: int, config: GenerateConfig, repeats: int,
-               suite: str = DEFAULT_SUITE) -> RunPlan:
+               suite: str = DEFAULT_SUITE, conditions_files: Sequence[Path] = ()) -> RunPlan:
     """The run's plan. A suite other than MedPRESS brings its own records (``--dataset`` and
-    ``--starter`` are MedPRESS's) and is recorded in the plan's provenance."""
+    ``--starter`` are MedPRESS's) and is recorded in the plan's provenance. Conditions come
+    from the shipped set, the shipped defences and ``conditions_files``."""
     the_suite = resolve_suite(suite)
     if the_suite.is_default:
         full = resolve_dataset(dataset)
@@ -70,9 +76,17 @@ def build_plan(dataset: Path | None, conditions: str, sample: int | None, ids: s
     else:
         full = load_suite_dataset(the_suite)
     ds = select(full, ids=split_list(ids), sample=sample, starter=starter, seed=seed)
-    conds = load_conditions().get(split_list(conditions))
+    known, bases = condition_set(conditions_files)
+    try:
+        conds = known.get(split_list(conditions))
+    except ValueError as e:
+        hint = "" if conditions_files else (
+            " (a condition of your own? pass its file with --conditions-file)")
+        raise ValueError(f"{e}{hint}") from None
     identity = None if the_suite.is_default else suite_identity(the_suite, ds.content_hash)
-    return RunPlan(ds, conds, config, repeats, identity)
+    chosen = {c.name for c in conds}
+    return RunPlan(ds, conds, config, repeats, identity,
+                   bases={k: v for k, v in bases.items() if k in chosen})
 
 
 def suite_conditions(conditions: str | None, suite: str) -> str:
@@ -86,8 +100,8 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 sample: int | None, ids: str | None, starter: bool, run_dir: Path | None,
                 concurrency: int, temperature: float, max_tokens: int, repeats: int,
                 reasoning: str | None, seed: int, timeout: float = 120.0,
-                system_role: bool = True, name: str | None = None, suite: str = DEFAULT_SUITE
-                ) -> tuple[Backend, RunStore, RunPlan, Path]:
+                system_role: bool = True, name: str | None = None, suite: str = DEFAULT_SUITE,
+                conditions_files: Sequence[Path] = ()) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
     Every option is checked before the run directory is created, so a refused option
@@ -105,7 +119,8 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     check_generation_options(concurrency, temperature, max_tokens, conditions, timeout)
     config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
                             reasoning=parse_reasoning(reasoning))
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite)
+    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite,
+                      conditions_files)
     backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
                           system_role=system_role)
     for message in [*backend.check_config(config), *plan_warnings(plan)]:
@@ -232,6 +247,7 @@ def generate_cmd(
     base_url: BaseUrlOpt = None,
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
+    conditions_file: ConditionsFileOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -256,7 +272,7 @@ def generate_cmd(
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
-        system_role, name, suite)
+        system_role, name, suite, conditions_file or [])
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

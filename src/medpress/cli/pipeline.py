@@ -25,6 +25,7 @@ from medpress.cli.generate import (
     AllowFailedOpt,
     BaseUrlOpt,
     ConcOpt,
+    ConditionsFileOpt,
     ConditionsOpt,
     DatasetOpt,
     IdsOpt,
@@ -58,6 +59,7 @@ def run_cmd(
     judge_base_url: JudgeUrlOpt = None,
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
+    conditions_file: ConditionsFileOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -95,7 +97,7 @@ def run_cmd(
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
-        system_role, name, suite)
+        system_role, name, suite, conditions_file or [])
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

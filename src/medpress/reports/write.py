@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from medpress.metrics import (
+    DEFAULT_PAIRS,
     GroupMetrics,
     LabelRow,
     PairedDiff,
@@ -113,7 +114,8 @@ def write_report(
     groups = compute_groups(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
     for name in REPORT_FILES:
         (out_dir / name).unlink(missing_ok=True)
-    paired = all_paired_differences(rows, n_boot=n_boot, seed=seed, level=_LEVEL)
+    paired = all_paired_differences(rows, report_pairs(provenance), n_boot=n_boot, seed=seed,
+                                    level=_LEVEL)
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
@@ -190,6 +192,18 @@ def write_report(
                           summary=summary, provenance=provenance, label_note=label_note,
                           notes=notes, corrected=corrected, corrected_note=corrected_note)
     return report
+
+
+def report_pairs(provenance: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The condition pairs whose paired differences a report shows: MedPRESS's defaults, then
+    each defence against the base its runs recorded (``conditions.bases``), in first-seen
+    order."""
+    pairs = list(DEFAULT_PAIRS)
+    for p in provenance:
+        for defence, base in ((p.get("conditions") or {}).get("bases") or {}).items():
+            if (base, defence) not in pairs:
+                pairs.append((base, defence))
+    return pairs
 
 
 def _environment() -> jinja2.Environment:

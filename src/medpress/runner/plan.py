@@ -34,6 +34,9 @@ class RunPlan:
     suite: Mapping[str, Any] | None = None
     """The suite's identity (:func:`medpress.suites.suite_identity`); None for MedPRESS, whose
     runs record no suite key, as before suites existed."""
+    bases: Mapping[str, str] | None = None
+    """Defence condition -> the condition its effect is measured against (recorded, so the
+    report pairs them); None or empty when the run has no defence."""
 
     def __post_init__(self) -> None:
         # A condition listed twice would store the same turn twice (IntegrityError mid-run).
@@ -77,7 +80,8 @@ class RunPlan:
                         "ids": [d.id for d in self.dataset]},
             "conditions": {"version": self.conditions[0].version if self.conditions else None,
                            "hashes": {c.name: c.text_hash for c in self.conditions},
-                           "template": load_conditions().template_hash},
+                           "template": load_conditions().template_hash}
+            | ({"bases": dict(self.bases)} if self.bases else {}),
         } | ({"suite": dict(self.suite)} if self.suite is not None else {})
 
 
