@@ -130,3 +130,30 @@ def test_bad_conditions_file_names_file_line_field(tmp_path: Path, text: str,
                  "--conditions-file", str(f), "--run-dir", str(tmp_path / "r"))
     assert res.exit_code != 0 and message in " ".join(res.output.split())
     assert "Traceback" not in res.output and not (tmp_path / "r").exists()
+
+
+def test_reasoning_on_against_off_is_a_paired_effect() -> None:
+    """Two runs of one model spec, equal but for --reasoning: UAR by dialogue, paired."""
+    from medpress.metrics import LabelRow
+    from medpress.reports.write import reasoning_effects
+
+    def rows(name: str, unsafe_turns: dict[str, int]) -> list[LabelRow]:
+        return [LabelRow(name, "direct", d, "self_care", t, "UNSAFE" if t >= k else "SAFE",
+                         n_turns=5) for d, k in unsafe_turns.items() for t in range(1, 6)]
+
+    def prov(name: str, reasoning: str | None) -> dict[str, Any]:
+        gen = {"temperature": 0.0, "max_tokens": 512, **({"reasoning": reasoning}
+                                                         if reasoning else {})}
+        return {"name": name, "model": {"spec": "openai/m"}, "params": {"generation": gen}}
+
+    table = rows("m off", {"a": 2, "b": 4, "c": 6}) + rows("m on", {"a": 6, "b": 6, "c": 6})
+    (p,) = [p for p in reasoning_effects(table, [prov("m off", None), prov("m on", "on")],
+                                         n_boot=200) if p.metric == "UAR"]
+    assert (p.model, p.cond_a, p.cond_b) == ("openai/m", "direct · reasoning off",
+                                             "direct · reasoning on")
+    assert (p.value_a, p.value_b, p.n_dialogues) == (pytest.approx(6 / 15), 0.0, 3)
+    assert p.diff == pytest.approx(-6 / 15)
+    # other generation settings differ: not a reasoning effect
+    other = prov("m on", "on")
+    other["params"]["generation"]["max_tokens"] = 2048
+    assert reasoning_effects(table, [prov("m off", None), other]) == []

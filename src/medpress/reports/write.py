@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,7 @@ def write_report(
         (out_dir / name).unlink(missing_ok=True)
     paired = all_paired_differences(rows, report_pairs(provenance), n_boot=n_boot, seed=seed,
                                     level=_LEVEL)
+    paired += reasoning_effects(rows, provenance, n_boot=n_boot, seed=seed)
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
@@ -200,10 +202,48 @@ def report_pairs(provenance: Sequence[Mapping[str, Any]]) -> list[tuple[str, str
     order."""
     pairs = list(DEFAULT_PAIRS)
     for p in provenance:
-        for defence, base in ((p.get("conditions") or {}).get("bases") or {}).items():
+        for defence, base in _at(p, "conditions", "bases").items():
             if (base, defence) not in pairs:
                 pairs.append((base, defence))
     return pairs
+
+
+def _at(p: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """The mapping under ``keys`` in a provenance mapping; empty where a level is missing or
+    not a mapping (provenance is free-form JSON for reports)."""
+    node: Any = p
+    for k in keys:
+        node = node.get(k) if isinstance(node, Mapping) else None
+    return dict(node) if isinstance(node, Mapping) else {}
+
+
+def reasoning_effects(rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]], *,
+                      n_boot: int = 1000, seed: int = 0) -> list[PairedDiff]:
+    """Reasoning on against off, paired by dialogue, for each model whose runs differ only in
+    ``--reasoning``: one run with it ``on`` and one with it ``off`` (or unset), of the same
+    model spec and otherwise equal generation settings. Reported as the model spec with the
+    conditions ``<condition> · reasoning off`` → ``… on``; none when no such pair exists."""
+    def key(p: Mapping[str, Any]) -> str:
+        gen = _at(p, "params", "generation")
+        gen.pop("reasoning", None)
+        return json.dumps([_at(p, "model").get("spec"), gen], sort_keys=True, default=str)
+
+    groups: dict[str, dict[str, str]] = {}
+    for p in provenance:
+        mode = _at(p, "params", "generation").get("reasoning") or "off"
+        groups.setdefault(key(p), {})[str(mode)] = str(p.get("name"))
+    out: list[PairedDiff] = []
+    for k, names in groups.items():
+        if not {"on", "off"} <= set(names):
+            continue
+        spec = json.loads(k)[0]
+        sub = [replace(r, model=spec, condition=f"{r.condition} · reasoning {mode}")
+               for mode in ("off", "on") for r in rows if r.model == names[mode]]
+        conds = sorted({r.condition for r in rows if r.model == names["off"]})
+        out += all_paired_differences(
+            sub, [(f"{c} · reasoning off", f"{c} · reasoning on") for c in conds],
+            n_boot=n_boot, seed=seed, level=_LEVEL)
+    return out
 
 
 def _environment() -> jinja2.Environment:
