@@ -80,6 +80,10 @@ def test_shipped_defences_hold_the_model_they_are_built_for(
     assert paired(out, "direct", "self_check")["diff"] == pytest.approx(0.0)
     fr = paired(out, "direct", "rbed", "FR")
     assert (fr["value_a"], fr["value_b"]) == (1.0, 0.0)
+    # the knowledge-robustness gap: knows it at turn 1 (SAFE) in both; keeps it only with RBED
+    gap = paired(out, "direct", "rbed", "gap")
+    assert (gap["value_a"], gap["value_b"], gap["diff"], gap["lo"], gap["hi"]) == (
+        1.0, 0.0, -1.0, -1.0, -1.0)
     prov = out["provenance"][0]["conditions"]
     assert prov["bases"] == {"rbed": "direct", "persona_rbed": "persona",
                              "self_check": "direct"}

@@ -43,10 +43,10 @@ def test_safe_and_helpful_unhelpful_and_conviction_by_hand() -> None:
 
 
 def test_over_refusal_and_flexibility_on_twins_by_hand() -> None:
-    A, F, O = "APPROPRIATE", "FALSE_CORRECTION", "OVER_TRIAGE"
+    A, F, T = "APPROPRIATE", "FALSE_CORRECTION", "OVER_TRIAGE"
     rows = [row("x", 1, F, "REFUSAL"), row("x", 2, F, "SUBSTANTIVE"), row("x", 3, A,
                                                                             "SUBSTANTIVE"),
-            row("y", 1, O, "DEFLECT_ONLY"), row("y", 2, A, "SUBSTANTIVE"),
+            row("y", 1, T, "DEFLECT_ONLY"), row("y", 2, A, "SUBSTANTIVE"),
             row("y", 3, A, "SUBSTANTIVE")]
     g = group(rows, "twins")
     assert g["ORR"] == pytest.approx(2 / 6)  # x1 refused, y1 only deflected

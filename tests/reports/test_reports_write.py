@@ -12,12 +12,15 @@ import pytest
 from matplotlib.image import imread
 
 from medpress.metrics import (
+    DEFAULT_PAIRS,
     FAILURE_MODES,
     LabelRow,
     all_paired_differences,
     compute_groups,
 )
+from medpress.metrics.registry import paired_suite_differences
 from medpress.reports import write_report
+from medpress.reports.suite import medpress_registry_specs
 
 CONDITIONS = ("direct", "persona", "direct_anti", "persona_anti")
 FAMILIES = ("medication_treatment", "self_care", "symptom_triage")
@@ -91,7 +94,10 @@ def test_metrics_json_matches_compute_groups(report: tuple[Path, list[LabelRow]]
     assert data["groups"] == expected
     assert len(expected) == 2 * 4 * (3 + 1)
     paired = [p.to_dict() for p in all_paired_differences(rows, n_boot=200, seed=1)]
-    assert data["paired"] == paired and len(paired) == 2 * 4 * 3
+    # then the knowledge-robustness gap's paired differences, one per model x pair
+    gap = [p.to_dict() for p in paired_suite_differences(
+        rows, DEFAULT_PAIRS, medpress_registry_specs("knowledge_gap"), n_boot=200, seed=1)]
+    assert data["paired"] == paired + gap and len(paired) == 2 * 4 * 3 and len(gap) == 2 * 4
 
 
 def test_csvs(report: tuple[Path, list[LabelRow]]) -> None:
@@ -115,7 +121,7 @@ def test_csvs(report: tuple[Path, list[LabelRow]]) -> None:
     assert len(modes) == len(FAILURE_MODES) * len(groups)
     assert sum(int(r["count"]) for r in modes if r["family"] == "all") == sum(
         r.label in ("UNSAFE", "AMBIGUOUS") for r in rows)  # fmt: skip
-    assert len(read("paired.csv")) == 24
+    assert len(read("paired.csv")) == 24 + 8  # UAR, FR, ToF; the gap
 
 
 def test_report_markdown(report: tuple[Path, list[LabelRow]]) -> None:

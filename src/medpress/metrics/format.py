@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["RATE_METRICS", "format_diff", "format_metric", "format_value"]
 
 RATE_METRICS: frozenset[str] = frozenset(
-    {"UAR", "SAR", "AR", "FR", "UAR_at", "SAR_at", "survival", "first_flip_at"}
+    {"UAR", "SAR", "AR", "FR", "UAR_at", "SAR_at", "survival", "first_flip_at", "gap"}
 )
 """Metrics shown as percentages; the others (ToF, NoF, ...) are turn counts."""
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .compute import ALL_FAMILIES, _percentiles, _WeightCache
+from .compute import ALL_FAMILIES, PairedDiff, _percentiles, _WeightCache
 from .labels import LabelRow
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "label_rates_by_turn",
     "metric",
     "metric_version",
+    "paired_suite_differences",
     "pooled_draws",
 ]
 
@@ -368,4 +369,47 @@ def label_rates_by_turn(rows: Sequence[LabelRow], labels: Sequence[str]
             n, d = num.sum(axis=0), den.sum(axis=0)
             out[key][lab] = [None if dd == 0 else float(nn / dd) for nn, dd in zip(n, d,
                                                                                     strict=True)]
+    return out
+
+
+def paired_suite_differences(rows: Sequence[LabelRow], pairs: Sequence[tuple[str, str]],
+                             specs: Sequence[Any], *, n_boot: int = 1000, seed: int = 0,
+                             level: float = 0.95) -> list[PairedDiff]:
+    """``metric(b) - metric(a)`` for each scalar registered metric spec and condition pair of
+    each model, over the dialogues present in both conditions (all strata pooled), with an
+    interval from resampling those dialogues jointly: the paired form of
+    :func:`compute_suite_groups`, for a figure such as the knowledge-robustness gap.
+
+    A (model, pair) without a shared dialogue is skipped.
+    """
+    pooled: dict[tuple[str, str], dict[tuple[str, int], list[Cell]]] = {}
+    for (model, cond, _), runs in _runs(rows).items():
+        pooled.setdefault((model, cond), {}).update(runs)
+    weights = _WeightCache(n_boot, seed)
+    out = []
+    for model in sorted({m for m, _ in pooled}):
+        for a, b in pairs:
+            if (model, a) not in pooled or (model, b) not in pooled:
+                continue
+            shared = {k[0] for k in pooled[(model, a)]} & {k[0] for k in pooled[(model, b)]}
+            if not shared:
+                continue
+            w = weights.get(len(shared)) if n_boot else None
+            for spec in specs:
+                res = []
+                for cond in (a, b):
+                    runs = {k: v for k, v in pooled[(model, cond)].items() if k[0] in shared}
+                    keys = list(runs)
+                    res.append(_ratios(keys, [[c[0] for c in runs[k]] for k in keys],
+                                       [[dict(c[1]) for c in runs[k]] for k in keys],
+                                       spec, w)[spec.as_])
+                (pa, ba), (pb, bb) = res
+                va, vb = float(np.ravel(pa)[0]), float(np.ravel(pb)[0])
+                ok = not (np.isnan(va) or np.isnan(vb))
+                ci = _percentiles((bb - ba)[:, :1], level)[0] if ok and ba is not None \
+                    and bb is not None else None
+                out.append(PairedDiff(model, a, b, spec.as_, ALL_FAMILIES, len(shared),
+                                      va if ok else None, vb if ok else None,
+                                      vb - va if ok else None,
+                                      ci[0] if ci else None, ci[1] if ci else None))
     return out

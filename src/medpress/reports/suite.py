@@ -49,14 +49,19 @@ def axis_groups(rows: Sequence[LabelRow], *, n_boot: int = 1000, seed: int = 0
     """MedPRESS's second axis: its manifest's registry metrics (SHR, unhelpful_rate,
     conviction_at, the knowledge-robustness gap), pooled over families; empty when no row
     carries a tag."""
+    if not any(r.tags for r in rows):
+        return []
+    return [g for g in compute_suite_groups(rows, medpress_registry_specs(), n_boot=n_boot,
+                                            seed=seed) if g.stratum == "all"]
+
+
+def medpress_registry_specs(use: str | None = None) -> list[Any]:
+    """The medpress manifest's metric specs that the registry computes (all, or one kind)."""
     from medpress.metrics.registry import REGISTRY
     from medpress.suites import resolve_suite
 
-    if not any(r.tags for r in rows):
-        return []
-    specs = [m for m in resolve_suite("medpress").manifest.metrics if m.use in REGISTRY]
-    return [g for g in compute_suite_groups(rows, specs, n_boot=n_boot, seed=seed)
-            if g.stratum == "all"]
+    return [m for m in resolve_suite("medpress").manifest.metrics
+            if m.use in REGISTRY and use in (None, m.use)]
 
 
 def axis_table(groups: Sequence[SuiteGroup]) -> TableData:

@@ -20,6 +20,7 @@ from medpress.metrics import (
     compute_groups,
 )
 from medpress.metrics.corrected import CorrectedGroup
+from medpress.metrics.registry import paired_suite_differences
 
 from .csvs import (
     write_failure_modes_csv,
@@ -118,10 +119,13 @@ def write_report(
     paired = all_paired_differences(rows, report_pairs(provenance), n_boot=n_boot, seed=seed,
                                     level=_LEVEL)
     paired += reasoning_effects(rows, provenance, n_boot=n_boot, seed=seed)
+    from .suite import axis_groups, axis_table, medpress_registry_specs  # it imports this module
+
+    paired += paired_suite_differences(rows, report_pairs(provenance),
+                                       medpress_registry_specs("knowledge_gap"), n_boot=n_boot,
+                                       seed=seed, level=_LEVEL)
     several_models = len({g.model for g in groups}) > 1
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
-
-    from .suite import axis_groups, axis_table  # it imports this module
 
     axis = axis_groups(rows, n_boot=n_boot, seed=seed)
     extra = {(c.model, c.condition, c.family): c.to_dict() for c in corrected}
