@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medpress.metrics import LabelRow, format_metric, format_value
+from medpress.metrics import LabelRow, format_diff, format_metric, format_value
 from medpress.metrics.registry import SuiteGroup, compute_suite_groups, label_rates_by_turn
 from medpress.reports.html_data import RunTranscripts
 from medpress.reports.tables import TableData
-from medpress.reports.write import _cell
+from medpress.reports.write import _cell, report_pairs
 from medpress.suites import Suite
 
 __all__ = ["axis_groups", "axis_table", "label_turn_table", "suite_cell", "suite_headline_table",
@@ -110,7 +110,21 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
     groups = compute_suite_groups(rows, m.metrics, n_boot=n_boot, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     intervals = f"95% percentile bootstrap over dialogues, {n_boot} resamples, seed {seed}"
-    tables = {"headline": suite_headline_table(groups, m.headline),
+    from medpress.metrics.registry import REGISTRY, paired_suite_differences
+
+    scalar = [x for x in m.metrics if x.as_ in m.headline and not REGISTRY[x.use].per_turn]
+    paired = paired_suite_differences(rows, report_pairs(provenance, m.conditions.pairs),
+                                      scalar, n_boot=n_boot, seed=seed)
+    kinds = {k: v for g in groups for k, v in g.kinds.items()}
+    tables = {"paired": TableData(
+        ["model", "A → B", "metric", "n matched", "A", "B", "B - A [95% CI]"],
+        [[p.model, f"{p.cond_a} → {p.cond_b}", p.metric, str(p.n_dialogues),
+          format_value(_AS[kinds[p.metric]], p.value_a),
+          format_value(_AS[kinds[p.metric]], p.value_b),
+          format_diff(_AS[kinds[p.metric]], p.diff,
+                      None if p.lo is None or p.hi is None else (p.lo, p.hi))]
+         for p in paired]),
+              "headline": suite_headline_table(groups, m.headline),
               "by_stratum": suite_headline_table([g for g in groups if g.stratum != "all"],
                                                  m.headline, None),
               "by_turn": label_turn_table(rows, labels)}
@@ -121,12 +135,17 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
     lines += ["", "## Headline", "", _md(tables["headline"]), "",
               f"## By {m.records.stratum}", "", _md(tables["by_stratum"]), "",
               "## Label rates by turn", "", _md(tables["by_turn"]), ""]
+    if paired:
+        lines += ["## Paired effects", "", "Each condition pair of the manifest, and each "
+                  "defence against its base: B - A over the dialogues run in both, with an "
+                  "interval from resampling them jointly.", "", _md(tables["paired"]), ""]
     path = out_dir / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     (out_dir / "metrics.json").write_text(json.dumps(
         {"suite": dict(identity), "judge": judge, "notes": list(notes),
          "provenance": [dict(p) for p in provenance],
-         "groups": [g.to_dict() for g in groups]}, indent=1, default=str), encoding="utf-8")
+         "groups": [g.to_dict() for g in groups], "paired": [p.to_dict() for p in paired]},
+        indent=1, default=str), encoding="utf-8")
     if html:
         from medpress.reports.html import write_suite_html_report
 

@@ -200,16 +200,17 @@ def write_report(
     return report
 
 
-def report_pairs(provenance: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """The condition pairs whose paired differences a report shows: MedPRESS's defaults, then
-    each defence against the base its runs recorded (``conditions.bases``), in first-seen
-    order."""
-    pairs = list(DEFAULT_PAIRS)
+def report_pairs(provenance: Sequence[Mapping[str, Any]],
+                 base: Sequence[tuple[str, str]] = DEFAULT_PAIRS) -> list[tuple[str, str]]:
+    """The condition pairs whose paired differences a report shows: ``base`` (MedPRESS's
+    defaults, or a suite's ``conditions.pairs``), then each defence against the base its runs
+    recorded (``conditions.bases``), in first-seen order."""
+    pairs = [tuple(p) for p in base]
     for p in provenance:
-        for defence, base in _at(p, "conditions", "bases").items():
-            if (base, defence) not in pairs:
-                pairs.append((base, defence))
-    return pairs
+        for defence, base_name in _at(p, "conditions", "bases").items():
+            if (base_of := str(base_name)) and (base_of, defence) not in pairs:
+                pairs.append((base_of, defence))
+    return [(a, b) for a, b in pairs]
 
 
 def _at(p: Mapping[str, Any], *keys: str) -> dict[str, Any]:
