@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -36,6 +37,16 @@ ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC_HELP}")]
 BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (…/v1)")]
 DatasetOpt = Annotated[Path | None, typer.Option(help="Dialogue file or dir (default: shipped)")]
+AttackerOpt = Annotated[str | None, typer.Option(
+    "--attacker", help="Adaptive run: a model spec that plays the patient from turn 2 on, "
+    "reading the replies (scripted/attacker for an exact test)")]
+AttackerUrlOpt = Annotated[str | None, typer.Option(
+    "--attacker-base-url", help="Base URL for an openai/ attacker")]
+StrategyOpt = Annotated[str, typer.Option(
+    "--strategy", help="Attacker strategy: escalate (the pressure ladder), crescendo (soft to "
+    "demanding) or mutate (rewrites the scripted turn)")]
+MaxTurnsOpt = Annotated[int | None, typer.Option(
+    "--max-turns", help="Adaptive run: turns per dialogue (default: the dialogue's own)")]
 ConditionsFileOpt = Annotated[list[Path] | None, typer.Option(
     "--conditions-file", help="A YAML file of your own conditions (defences), named in "
     "--conditions like the shipped ones; repeatable (docs/defences.md)")]
@@ -101,7 +112,9 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 concurrency: int, temperature: float, max_tokens: int, repeats: int,
                 reasoning: str | None, seed: int, timeout: float = 120.0,
                 system_role: bool = True, name: str | None = None, suite: str = DEFAULT_SUITE,
-                conditions_files: Sequence[Path] = ()) -> tuple[Backend, RunStore, RunPlan, Path]:
+                conditions_files: Sequence[Path] = (), attacker: str | None = None,
+                attacker_base_url: str | None = None, strategy: str = "escalate",
+                max_turns: int | None = None) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
     Every option is checked before the run directory is created, so a refused option
@@ -110,7 +123,8 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     meaning are printed as warnings. Then the backend's preflight checks the API key and
     that the server answers, so a wrong URL fails in a second rather than after every
     dialogue's retries. ``name`` is the run's display name in reports (stored; it can be
-    changed on resume, nothing else uses it).
+    changed on resume, nothing else uses it). ``attacker`` (a model spec) makes the run
+    adaptive (:mod:`medpress.attack`), with ``strategy`` and ``max_turns``.
 
     Raises:
         ValueError: for an option the backend would silently drop, a bad value, or a
@@ -121,6 +135,17 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                             reasoning=parse_reasoning(reasoning))
     plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite,
                       conditions_files)
+    if attacker is None and (attacker_base_url or max_turns is not None
+                             or strategy != "escalate"):
+        raise ValueError("--attacker-base-url, --strategy and --max-turns apply to an adaptive "
+                         "run: add --attacker SPEC")
+    if attacker is not None:
+        from medpress.attack import Attacker
+
+        plan = replace(plan, attacker=Attacker(
+            get_backend(attacker, base_url=attacker_base_url, concurrency=concurrency,
+                        timeout_s=timeout), strategy, suite=resolve_suite(suite).name,
+            seed=seed, max_turns=max_turns))
     backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
                           system_role=system_role)
     for message in [*backend.check_config(config), *plan_warnings(plan)]:
@@ -128,6 +153,8 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     if name is not None and not name.strip():
         raise ValueError("--name must not be empty")
     asyncio.run(backend.preflight("--base-url"))
+    if plan.attacker is not None:
+        asyncio.run(plan.attacker.backend.preflight("--attacker-base-url"))
     rd = run_dir or default_run_dir(model)
     store = RunStore(rd)
     check_resume(store, plan, backend)  # before any progress is shown or anything is written
@@ -248,6 +275,10 @@ def generate_cmd(
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
     conditions_file: ConditionsFileOpt = None,
+    attacker: AttackerOpt = None,
+    attacker_base_url: AttackerUrlOpt = None,
+    strategy: StrategyOpt = "escalate",
+    max_turns: MaxTurnsOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -272,7 +303,8 @@ def generate_cmd(
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
-        system_role, name, suite, conditions_file or [])
+        system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
+        max_turns)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

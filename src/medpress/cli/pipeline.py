@@ -23,6 +23,8 @@ from medpress.cli.evaluate import (
 )
 from medpress.cli.generate import (
     AllowFailedOpt,
+    AttackerOpt,
+    AttackerUrlOpt,
     BaseUrlOpt,
     ConcOpt,
     ConditionsFileOpt,
@@ -30,6 +32,7 @@ from medpress.cli.generate import (
     DatasetOpt,
     IdsOpt,
     MaxTokOpt,
+    MaxTurnsOpt,
     ModelOpt,
     NameOpt,
     ReasoningOpt,
@@ -39,6 +42,7 @@ from medpress.cli.generate import (
     SampleOpt,
     SeedOpt,
     StarterOpt,
+    StrategyOpt,
     SystemRoleOpt,
     TempOpt,
     TimeoutOpt,
@@ -60,6 +64,10 @@ def run_cmd(
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
     conditions_file: ConditionsFileOpt = None,
+    attacker: AttackerOpt = None,
+    attacker_base_url: AttackerUrlOpt = None,
+    strategy: StrategyOpt = "escalate",
+    max_turns: MaxTurnsOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -97,7 +105,8 @@ def run_cmd(
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
-        system_role, name, suite, conditions_file or [])
+        system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
+        max_turns)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

@@ -49,15 +49,23 @@ def run_provenance(store: RunStore) -> dict[str, Any]:
     prov["run_dir"] = str(store.run_dir)
     prov["errors"] = store.error_counts()
     prov["replies"] = store.reply_issues()
+    if attack := store.attack_summary():
+        prov["attack_summary"] = attack
     return prov
+
+
+def _users(prov: dict[str, Any]) -> str:
+    """``fixed``, or ``adaptive <strategy>`` for a run whose user turns an attacker wrote."""
+    attack = (prov.get("params") or {}).get("attack")
+    return f"adaptive {attack.get('strategy')}" if attack else "fixed"
 
 
 def run_names(stores: list[RunStore]) -> list[str]:
     """A display name per run that no other run in the list shares.
 
     Precedence: the name recorded with ``--name`` when the run was made; else the model spec
-    (`short_spec`) plus the generation parameters (then the server URL) that differ among runs
-    of that spec, e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run
+    (`short_spec`) plus the generation parameters (then fixed or adaptive user turns, then the
+    server URL) that differ among runs of that spec, e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run
     directory's name is added. Two runs are therefore never pooled into one row.
     """
     provs = [s.provenance() for s in stores]
@@ -72,6 +80,9 @@ def run_names(stores: list[RunStore]) -> list[str]:
         own = gen[same.index(prov)]
         parts = [f"{k}={own.get(k)}" for k in _NAME_PARAMS
                  if len({json.dumps(g.get(k)) for g in gen}) > 1]
+        attacks = [_users(p) for p in same]
+        if len(set(attacks)) > 1:
+            parts.append(_users(prov))
         urls = [(p.get("model") or {}).get("base_url") for p in same]
         if len(set(urls)) > 1:
             parts.append(f"url={(prov.get('model') or {}).get('base_url')}")
@@ -110,7 +121,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     is unfinished or has failed turns, and when replies were empty or cut off.
     """
     from medpress.judges.embedded import labels_note
-    from medpress.runner import planned_turns, run_dataset
+    from medpress.runner import planned_turns, run_dataset, unit_turns
 
     stores = [RunStore.open_existing(rd) for rd in run_dirs]
     rows: list[LabelRow] = []
@@ -121,7 +132,9 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
         ds = run_dataset(store, dataset)
         view = resolve_view(store, judge)
         keys.extend(view.judges)
-        r, desc = label_rows(store, view, n_turns={d.id: len(d.turns) for d in ds}, name=name)
+        attack = ((store.get_meta("params") or {}).get("attack"))
+        r, desc = label_rows(store, view, n_turns={d.id: unit_turns(d, attack) for d in ds},
+                             name=name)
         rows.extend(r)
         transcripts.append(RunTranscripts(store.run_dir, view, name, ds.dialogues))
         prov = run_provenance(store)

@@ -55,6 +55,40 @@ def axis_groups(rows: Sequence[LabelRow], *, n_boot: int = 1000, seed: int = 0
                                             seed=seed) if g.stratum == "all"]
 
 
+def adaptive_table(rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]],
+                   tof: Mapping[tuple[str, str], Any], *, n_boot: int = 1000,
+                   seed: int = 0) -> tuple[TableData | None, list[SuiteGroup], list[str]]:
+    """The report's adaptive-pressure section when any run's user turns were an attacker's:
+    CSR and Δ sycophancy (the medpress manifest's ``ever_label``/``turn_delta``) with ToF
+    (``tof``: (model, condition) -> formatted) per model x condition, the groups, and one
+    line per adaptive run (attacker, strategy, drift flags, fallbacks). (None, [], []) when
+    no run is adaptive."""
+    attacked = [p for p in provenance if (p.get("params") or {}).get("attack")]
+    if not attacked:
+        return None, [], []
+    users = {str(p.get("name")): (f"adaptive {p['params']['attack'].get('strategy')}"
+                                  if (p.get("params") or {}).get("attack") else "fixed")
+             for p in provenance}
+    specs = medpress_registry_specs("ever_label") + medpress_registry_specs("turn_delta")
+    groups = [g for g in compute_suite_groups(rows, specs, n_boot=n_boot, seed=seed)
+              if g.stratum == "all"]
+    table = TableData(["model", "condition", "user turns", "CSR", "Δ sycophancy", "ToF"],
+                      [[g.model, g.condition, users.get(g.model, "?"), suite_cell(g, "CSR"),
+                        suite_cell(g, "delta"), str(tof.get((g.model, g.condition), "–"))]
+                       for g in groups])
+    lines = []
+    for p in attacked:
+        a, summ = p["params"]["attack"], p.get("attack_summary") or {}
+        flags = ", ".join(f"{k} {v}" for k, v in sorted((summ.get("flagged") or {}).items()))
+        lines.append(f"{p.get('name')}: attacker {a.get('spec')}, strategy {a.get('strategy')}, "
+                     f"prompts {a.get('prompts_version')}, seed {a.get('seed')}, "
+                     f"{a.get('max_turns') or 'scripted'} turns per dialogue; "
+                     f"{summ.get('turns', 0)} attacker turns, "
+                     f"{summ.get('fallbacks', 0)} fell back to the scripted turn; attempts "
+                     f"not sent for drift: {flags or 'none'}")
+    return table, groups, lines
+
+
 def medpress_registry_specs(use: str | None = None) -> list[Any]:
     """The medpress manifest's metric specs that the registry computes (all, or one kind)."""
     from medpress.metrics.registry import REGISTRY

@@ -18,6 +18,7 @@ from medpress.metrics import (
     PairedDiff,
     all_paired_differences,
     compute_groups,
+    format_metric,
 )
 from medpress.metrics.corrected import CorrectedGroup
 from medpress.metrics.registry import paired_suite_differences
@@ -118,8 +119,13 @@ def write_report(
         (out_dir / name).unlink(missing_ok=True)
     paired = all_paired_differences(rows, report_pairs(provenance), n_boot=n_boot, seed=seed,
                                     level=_LEVEL)
-    paired += reasoning_effects(rows, provenance, n_boot=n_boot, seed=seed)
-    from .suite import axis_groups, axis_table, medpress_registry_specs  # it imports this module
+    paired += variant_effects(rows, provenance, n_boot=n_boot, seed=seed)
+    from .suite import (  # it imports this module
+        adaptive_table,
+        axis_groups,
+        axis_table,
+        medpress_registry_specs,
+    )
 
     paired += paired_suite_differences(rows, report_pairs(provenance),
                                        medpress_registry_specs("knowledge_gap"), n_boot=n_boot,
@@ -128,9 +134,13 @@ def write_report(
     any_modes = any(sum(g.failure_modes.values()) for g in groups)
 
     axis = axis_groups(rows, n_boot=n_boot, seed=seed)
+    tof = {(g.model, g.condition): format_metric("ToF", g.ToF, g.interval("ToF"))
+           for g in groups if g.family == "all"}
+    adaptive, adaptive_groups, attack_lines = adaptive_table(rows, provenance, tof,
+                                                             n_boot=n_boot, seed=seed)
     extra = {(c.model, c.condition, c.family): c.to_dict() for c in corrected}
     _write_json(out_dir / "metrics.json", judge, label_note, notes, provenance, groups, paired,
-                extra, corrected_note, axis)
+                extra, corrected_note, axis, adaptive_groups)
     write_groups_csv(groups, out_dir / "groups.csv")
     write_uar_by_turn_csv(groups, out_dir / "uar_by_turn.csv")
     write_failure_modes_csv(groups, out_dir / "failure_modes.csv")
@@ -174,6 +184,8 @@ def write_report(
             provenance=[_provenance_block(i, p) for i, p in enumerate(provenance, start=1)],
             headline=headline_table(groups),
             axis=axis_table(axis) if axis else None,
+            adaptive=adaptive,
+            attack_lines=[_one_line(x) for x in attack_lines],
             axis_note=None if axis else AXIS_NOTE,
             corrected=corrected_table(corrected) if corrected else None,
             corrected_note=corrected_note,
@@ -222,32 +234,46 @@ def _at(p: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return dict(node) if isinstance(node, Mapping) else {}
 
 
-def reasoning_effects(rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]], *,
-                      n_boot: int = 1000, seed: int = 0) -> list[PairedDiff]:
-    """Reasoning on against off, paired by dialogue, for each model whose runs differ only in
-    ``--reasoning``: one run with it ``on`` and one with it ``off`` (or unset), of the same
-    model spec and otherwise equal generation settings. Reported as the model spec with the
-    conditions ``<condition> · reasoning off`` → ``… on``; none when no such pair exists."""
-    def key(p: Mapping[str, Any]) -> str:
-        gen = _at(p, "params", "generation")
-        gen.pop("reasoning", None)
-        return json.dumps([_at(p, "model").get("spec"), gen], sort_keys=True, default=str)
+def _variant(p: Mapping[str, Any]) -> dict[str, str]:
+    """A run's settings, with the two that variant effects compare under their own names:
+    ``reasoning`` (on/off, unset = off) and ``users`` (``fixed``, or ``adaptive <strategy>``
+    with the attacker)."""
+    gen = _at(p, "params", "generation")
+    reasoning = str(gen.pop("reasoning", None) or "off")
+    attack = _at(p, "params", "attack")
+    users = "fixed" if not attack else f"adaptive {attack.get('strategy')}"
+    rest = json.dumps([_at(p, "model").get("spec"), gen], sort_keys=True, default=str)
+    return {"reasoning": reasoning, "users": users, "rest": rest}
 
-    groups: dict[str, dict[str, str]] = {}
-    for p in provenance:
-        mode = _at(p, "params", "generation").get("reasoning") or "off"
-        groups.setdefault(key(p), {})[str(mode)] = str(p.get("name"))
+
+def variant_effects(rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]], *,
+                    n_boot: int = 1000, seed: int = 0) -> list[PairedDiff]:
+    """Effects between runs of one model that differ in one setting only, paired by dialogue
+    and condition: reasoning on against off (``<condition> · reasoning off`` → ``… on``), and
+    adaptive against fixed user turns (``<condition> · fixed`` → ``… · adaptive escalate``).
+    Reported under the model spec; none when no such pair of runs exists."""
     out: list[PairedDiff] = []
-    for k, names in groups.items():
-        if not {"on", "off"} <= set(names):
-            continue
-        spec = json.loads(k)[0]
-        sub = [replace(r, model=spec, condition=f"{r.condition} · reasoning {mode}")
-               for mode in ("off", "on") for r in rows if r.model == names[mode]]
-        conds = sorted({r.condition for r in rows if r.model == names["off"]})
-        out += all_paired_differences(
-            sub, [(f"{c} · reasoning off", f"{c} · reasoning on") for c in conds],
-            n_boot=n_boot, seed=seed, level=_LEVEL)
+    settings = [_variant(p) for p in provenance]
+    for i, (pa, va) in enumerate(zip(provenance, settings, strict=True)):
+        for pb, vb in zip(provenance[i + 1:], settings[i + 1:], strict=True):
+            if va["rest"] != vb["rest"]:
+                continue
+            differ = [k for k in ("reasoning", "users") if va[k] != vb[k]]
+            if len(differ) != 1:
+                continue
+            (field,) = differ
+            # off before on, fixed before adaptive
+            (a, sa), (b, sb) = sorted([(pa, va[field]), (pb, vb[field])],
+                                      key=lambda x: x[1] not in ("off", "fixed"))
+            tag = "reasoning " if field == "reasoning" else ""
+            spec = str(_at(a, "model").get("spec"))
+            sub = [replace(r, model=spec, condition=f"{r.condition} · {tag}{label}")
+                   for run, label in ((a, sa), (b, sb)) for r in rows
+                   if r.model == str(run.get("name"))]
+            conds = sorted({r.condition for r in rows if r.model == str(a.get("name"))})
+            out += all_paired_differences(
+                sub, [(f"{c} · {tag}{sa}", f"{c} · {tag}{sb}") for c in conds],
+                n_boot=n_boot, seed=seed, level=_LEVEL)
     return out
 
 
@@ -285,6 +311,7 @@ def _write_json(
     corrected: Mapping[tuple[str, str, str], dict[str, Any]],
     corrected_note: str | None,
     axis: Sequence[Any] = (),
+    adaptive: Sequence[Any] = (),
 ) -> None:
     payload = {
         "judge": judge,
@@ -299,6 +326,8 @@ def _write_json(
         payload["gold"] = corrected_note
     if axis:
         payload["axis"] = [g.to_dict() for g in axis]
+    if adaptive:
+        payload["adaptive"] = [g.to_dict() for g in adaptive]
     # default=str: provenance may carry paths or datetimes; metrics never produce NaN.
     path.write_text(
         json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8"

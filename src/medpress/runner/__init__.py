@@ -6,6 +6,7 @@ from medpress.runner.plan import (
     dataset_difference,
     planned_turns,
     resume_settings,
+    unit_turns,
 )
 from medpress.runner.run_dataset import run_dataset
 from medpress.runner.runner import (
@@ -20,4 +21,4 @@ from medpress.runner.runner import (
 
 __all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
            "check_resume", "dataset_difference", "generate", "planned_turns", "prepare_store",
-           "resume_settings", "run_dataset"]
+           "resume_settings", "run_dataset", "unit_turns"]

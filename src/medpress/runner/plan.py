@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medpress import __version__
+from medpress.attack import Attacker
 from medpress.backends import Backend, GenerateConfig
 from medpress.conditions import Condition, check_unique, load_conditions
 from medpress.dataset import Dataset, Dialogue
@@ -37,6 +38,14 @@ class RunPlan:
     bases: Mapping[str, str] | None = None
     """Defence condition -> the condition its effect is measured against (recorded, so the
     report pairs them); None or empty when the run has no defence."""
+    attacker: Attacker | None = None
+    """An adaptive run's attacker, which writes the user turns from turn 2 on; None when the
+    user turns are the dialogues' own."""
+
+    @property
+    def attack(self) -> dict[str, Any] | None:
+        """The attacker's identity, recorded with the run; None for a fixed-script run."""
+        return None if self.attacker is None else self.attacker.identity()
 
     def __post_init__(self) -> None:
         # A condition listed twice would store the same turn twice (IntegrityError mid-run).
@@ -57,7 +66,7 @@ class RunPlan:
         return self.config if seed is None else self.config.with_seed(seed + repeat)
 
     def turns_per_condition(self) -> int:
-        return self.repeats * sum(len(d.turns) for d in self.dataset)
+        return self.repeats * sum(unit_turns(d, self.attack) for d in self.dataset)
 
     def params(self) -> dict[str, Any]:
         """Everything that must match for a run directory to be resumed."""
@@ -65,7 +74,7 @@ class RunPlan:
             "generation": self.config.as_dict(),
             "conditions": [c.name for c in self.conditions],
             "repeats": self.repeats,
-        }
+        } | ({"attack": self.attack} if self.attack else {})
 
     def provenance(self, backend: Backend) -> dict[str, Any]:
         """What the run records; :func:`resume_settings` reads the part a resume must match."""
@@ -115,10 +124,15 @@ def _preview(ids: Sequence[str]) -> str:
     return shown + (", …" if len(ids) > _IDS_SHOWN else "") if ids else "none"
 
 
+def unit_turns(d: Dialogue, attack: Mapping[str, Any] | None) -> int:
+    """Turns one dialogue runs: its own, or an adaptive run's ``max_turns`` when set."""
+    return int((attack or {}).get("max_turns") or len(d.turns))
+
+
 def planned_turns(params: Mapping[str, Any], ds: Dataset) -> int:
     """How many turns a run asks for: its dialogues' turns × conditions × repeats, from the
     ``params`` it recorded (:meth:`RunPlan.params`)."""
-    per_pass = sum(len(d.turns) for d in ds)
+    per_pass = sum(unit_turns(d, params.get("attack")) for d in ds)
     return per_pass * len(params.get("conditions") or []) * int(params.get("repeats") or 1)
 
 
@@ -145,6 +159,11 @@ def resume_settings(prov: Mapping[str, Any]) -> dict[str, Any]:
         "--system-role": params.get("system_role", True),
         "conditions version": conds.get("version"),
     }
+    attack = params.get("attack") or {}
+    out.update({"--attacker": attack.get("spec"), "--strategy": attack.get("strategy"),
+                "--max-turns": attack.get("max_turns"),
+                "attacker prompts version": attack.get("prompts_version"),
+                "attacker seed": attack.get("seed")})
     names = {"temperature": "--temperature", "max_tokens": "--max-tokens", "seed": "--seed",
              "reasoning": "--reasoning", "json_mode": "json mode"}
     out.update({names.get(k, k): v for k, v in gen.items()})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from medpress.attack import AttackTurn
 from medpress.backends import Backend, ChatRequest, ChatResult
 from medpress.conditions import build_messages
 from medpress.runner.plan import RunPlan, Unit, dataset_difference, resume_settings
@@ -66,11 +67,14 @@ class RunSummary:
     elapsed_s: float = 0.0
     # Successful replies that are empty or cut by max_tokens (see medpress.store.reply_issue).
     reply_issues: Counter[str] = field(default_factory=Counter)
+    # Adaptive runs: attacker turns written, fallbacks to the scripted turn, drifted attempts.
+    attacker: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"turns_done": self.turns_done, "turns_skipped": self.turns_skipped,
                 "failed_turns": self.failed_turns, "failures": dict(self.failures),
                 "retries": dict(self.retries), "reply_issues": dict(self.reply_issues),
+                "attacker": dict(self.attacker),
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "elapsed_s": self.elapsed_s}
 
@@ -135,6 +139,7 @@ class Runner:
     def __init__(self, backend: Backend, store: RunStore, plan: RunPlan, *,
                  concurrency: int = 32, on_result: ResultHook | None = None) -> None:
         self.backend = backend
+        self.attacker = plan.attacker
         self.store = store
         self.plan = plan
         limit = backend.max_concurrency
@@ -144,33 +149,68 @@ class Runner:
         self._states: dict[tuple[str, int, str], UnitState] = {}
         self._seen_result = False
         self.rejected: ChatResult | None = None  # set when the first result was a rejection
+        self._asked: dict[tuple[str, int, str], tuple[str, str, AttackTurn | None]] = {}
 
-    def _history(self, unit: Unit, replies: list[str], turn: int) -> ChatRequest:
+    def _n(self, unit: Unit) -> int:
+        """Turns the unit runs: its dialogue's, or the attacker's ``--max-turns``."""
+        n = len(unit.dialogue.turns)
+        return self.attacker.n_turns(n) if self.attacker is not None else n
+
+    def _history(self, unit: Unit, users: list[str], replies: list[str],
+                 turn: int) -> ChatRequest:
         pairs: list[tuple[str, str | None]] = [
-            (unit.dialogue.turns[i].text, replies[i] if i < turn - 1 else None)
-            for i in range(turn)
-        ]
+            (users[i], replies[i] if i < turn - 1 else None) for i in range(turn)]
         msgs = build_messages(unit.condition.system, pairs,
                               system_role=self.backend.supports_system_role)
         return ChatRequest((unit, turn), msgs, self.plan.config_for(unit.repeat),
-                           session=unit.key, final=turn == len(unit.dialogue.turns))
+                           session=unit.key, final=turn == self._n(unit))
 
-    def _record(self, unit: Unit, turn: int, res: ChatResult) -> None:
-        t = unit.dialogue.turns[turn - 1]
+    async def _user(self, unit: Unit, users: list[str], replies: list[str],
+                    turn: int) -> tuple[str, str, AttackTurn | None]:
+        """(user text, pressure or stage, the attacker's turn) for ``turn``: the dialogue's
+        scripted turn, or from turn 2 on the attacker's (its text None when it failed)."""
+        d = unit.dialogue
+        fixed = d.turns[turn - 1] if turn <= len(d.turns) else None
+        if self.attacker is None or turn == 1:
+            assert fixed is not None
+            return fixed.text, fixed.pressure, None
+        at = await self.attacker.next_turn(
+            (unit.key, turn), dialogue_id=d.id, card=d.card,
+            history=list(zip(users, replies, strict=True)), turn=turn,
+            fixed=fixed.text if fixed else None, target_system=unit.condition.system)
+        return at.text or "", f"{self.attacker.strategy}:{at.stage}", at
+
+    def _attack_failed(self, unit: Unit, turn: int, user: str, pressure: str,
+                       at: AttackTurn) -> None:
+        """Store the turn the attacker could not write as failed (resumable with
+        --retry-failed), as a failed model turn is."""
+        kind = "attacker_drift" if (at.error or "").startswith("attacker drift") else \
+            "attacker_error"
+        self._record(unit, turn, ChatResult((unit, turn), None, error=at.error,
+                                            error_kind=kind, attempts=at.attempts),
+                     user, pressure, at)
+
+    def _record(self, unit: Unit, turn: int, res: ChatResult, user: str, pressure: str,
+                at: AttackTurn | None = None) -> None:
         self.store.add_turn({
             "condition": unit.condition.name, "repeat": unit.repeat,
             "dialogue_id": unit.dialogue.id, "turn": turn, "family": unit.dialogue.family,
-            "pressure": t.pressure, "user": t.text, "reply": res.text, "reasoning": res.reasoning,
+            "pressure": pressure, "user": user, "reply": res.text, "reasoning": res.reasoning,
             "finish_reason": res.finish_reason, "prompt_tokens": res.prompt_tokens,
             "completion_tokens": res.completion_tokens,
             "latency_s": res.latency_s, "error": res.error, "error_kind": res.error_kind,
             "attempts": res.attempts, "retries": res.retries,
+            "attack": None if at is None else at.record(),
         })
         s = self.summary
         s.turns_done += 1
         s.prompt_tokens += res.prompt_tokens or 0
         s.completion_tokens += res.completion_tokens or 0
         s.retries.update(res.retries)
+        if at is not None:
+            s.attacker["turns"] += 1
+            s.attacker["fallbacks"] += at.fallback
+            s.attacker["flagged_attempts"] += len(at.rejected)
         if not res.ok:
             s.failed_turns += 1
             s.failures[res.error_kind or "error"] += 1
@@ -192,15 +232,17 @@ class Runner:
             self.rejected = res
         return res.ok or self.rejected is None
 
-    def _start(self, unit: Unit) -> tuple[int, list[str]] | None:
-        """(first turn to ask, stored replies), or None when the unit needs nothing."""
+    def _start(self, unit: Unit) -> tuple[int, list[str], list[str]] | None:
+        """(first turn to ask, stored user turns, stored replies), or None when the unit
+        needs nothing."""
         state = self._states.get(unit.key)
         if state is None:
-            return 1, []
+            return 1, [], []
         self.summary.turns_skipped += state.last_turn
-        if state.failed or state.last_turn >= len(unit.dialogue.turns):
+        if state.failed or state.last_turn >= self._n(unit):
             return None
-        return state.last_turn + 1, self.store.replies(unit.key)
+        pairs = self.store.exchanges(unit.key)
+        return state.last_turn + 1, [u for u, _ in pairs], [r for _, r in pairs]
 
     async def run(self) -> RunSummary:
         start = time.perf_counter()
@@ -225,15 +267,20 @@ class Runner:
                 begin = self._start(unit)
                 if begin is None:
                     continue
-                first, replies = begin
-                for turn in range(first, len(unit.dialogue.turns) + 1):
-                    request = self._history(unit, replies, turn)
+                first, users, replies = begin
+                for turn in range(first, self._n(unit) + 1):
+                    user, pressure, at = await self._user(unit, users, replies, turn)
+                    if at is not None and at.text is None:
+                        self._attack_failed(unit, turn, user, pressure, at)
+                        break
+                    users.append(user)
+                    request = self._history(unit, users, replies, turn)
                     async with slots:
                         if self.rejected is not None:  # refused while this one waited
                             return
                         res = await self.backend.complete(request)
                     if self._keep(res, turn):
-                        self._record(unit, turn, res)
+                        self._record(unit, turn, res, user, pressure, at)
                     if not res.ok or self.rejected is not None:
                         break
                     replies.append(res.text or "")
@@ -241,34 +288,46 @@ class Runner:
         await asyncio.gather(*(worker() for _ in range(WORKERS_PER_SLOT * self.concurrency)))
 
     async def _run_batched(self) -> None:
-        live: dict[tuple[str, int, str], tuple[Unit, int, list[str]]] = {}
+        live: dict[tuple[str, int, str], tuple[Unit, int, list[str], list[str]]] = {}
         for unit in self.plan.units():
             begin = self._start(unit)
             if begin is not None:
                 live[unit.key] = (unit, *begin)
         turn = 1
         while live:
-            batch = [self._history(u, r, turn) for u, first, r in live.values() if first <= turn]
+            due = [v for v in live.values() if v[1] <= turn]
+            asked = await asyncio.gather(*(self._user(u, us, r, turn) for u, _, us, r in due))
+            batch = []
+            for (unit, _, users, replies), (user, pressure, at) in zip(due, asked, strict=True):
+                if at is not None and at.text is None:
+                    self._attack_failed(unit, turn, user, pressure, at)
+                    del live[unit.key]
+                    continue
+                users.append(user)
+                self._asked[unit.key] = (user, pressure, at)
+                batch.append(self._history(unit, users, replies, turn))
             async for res in self.backend.complete_batch(batch):
                 unit, t_done = cast(tuple[Unit, int], res.key)
                 if self._keep(res, t_done):
-                    self._record(unit, t_done, res)
+                    self._record(unit, t_done, res, *self._asked.pop(unit.key))
                 if res.ok:
-                    live[unit.key][2].append(res.text or "")
+                    live[unit.key][3].append(res.text or "")
                 else:
                     del live[unit.key]
             if self.rejected is not None:
                 return
             turn += 1
-            live = {k: v for k, v in live.items() if len(v[0].dialogue.turns) >= turn}
+            live = {k: v for k, v in live.items() if self._n(v[0]) >= turn}
 
 
 async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurrency: int = 32,
-                   on_result: ResultHook | None = None, retry_failed: bool = False) -> RunSummary:
+                   on_result: ResultHook | None = None, retry_failed: bool = False
+                   ) -> RunSummary:
     """Prepare the store, run every missing turn, and close the backend.
 
     With ``retry_failed`` the turns that failed permanently before are deleted first, so
-    their dialogues continue from the failed turn.
+    their dialogues continue from the failed turn. In an adaptive run (the plan's ``attacker``)
+    user turns from turn 2 on are the attacker's.
 
     Raises:
         ValueError: for settings the backend would drop (``Backend.check_config``), before
@@ -285,5 +344,7 @@ async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurre
                                on_result=on_result).run()
     finally:
         await backend.aclose()
+        if plan.attacker is not None:
+            await plan.attacker.aclose()
     store.set_meta("updated_at", now_iso())
     return summary

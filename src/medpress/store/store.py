@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS turns (
     turn INTEGER NOT NULL, family TEXT NOT NULL, pressure TEXT NOT NULL, user TEXT NOT NULL,
     reply TEXT, reasoning TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
     latency_s REAL, error TEXT, error_kind TEXT, attempts INTEGER, retries TEXT,
-    created_at REAL NOT NULL, finish_reason TEXT,
+    created_at REAL NOT NULL, finish_reason TEXT, attack TEXT,
     PRIMARY KEY (condition, repeat, dialogue_id, turn)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS judgments (
@@ -40,13 +40,14 @@ CREATE TABLE IF NOT EXISTS judgments (
 TURN_COLUMNS: tuple[str, ...] = (
     "condition", "repeat", "dialogue_id", "turn", "family", "pressure", "user", "reply",
     "reasoning", "prompt_tokens", "completion_tokens", "latency_s", "error", "error_kind",
-    "attempts", "retries", "created_at", "finish_reason",
+    "attempts", "retries", "created_at", "finish_reason", "attack",
 )
 # Columns added after the first release, with their SQL type: a store that lacks one gets it
 # (NULL in old rows) when opened. finish_reason is last in the schema for the same reason, so
 # old and new files have one layout.
 MIGRATIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "turns": (("finish_reason", "TEXT"),),
+    "turns": (("finish_reason", "TEXT"),
+              ("attack", "TEXT")),  # JSON: how an attacker wrote the user turn (issue 21)
     "judgments": (("tags", "TEXT"),),  # JSON object: tag name -> value (issue 19)
 }
 ReplyIssue = Literal["empty", "truncated"]
@@ -149,6 +150,8 @@ class RunStore:
         values.setdefault("created_at", time.time())
         if isinstance(values.get("retries"), dict):
             values["retries"] = json.dumps(values["retries"]) if values["retries"] else None
+        if isinstance(values.get("attack"), dict):
+            values["attack"] = json.dumps(values["attack"], sort_keys=True)
         self.conn.execute(self._insert_turn, [values.get(c) for c in TURN_COLUMNS])
 
     def unit_states(self) -> dict[UnitKey, UnitState]:
@@ -160,10 +163,15 @@ class RunStore:
 
     def replies(self, key: UnitKey) -> list[str]:
         """The stored replies of one unit, in turn order (successful turns only)."""
+        return [reply for _, reply in self.exchanges(key)]
+
+    def exchanges(self, key: UnitKey) -> list[tuple[str, str]]:
+        """The stored (user turn, reply) pairs of one unit, in turn order (successful turns
+        only): an adaptive run's user turns were written by its attacker."""
         rows = self.conn.execute(
-            "SELECT reply FROM turns WHERE condition = ? AND repeat = ? AND dialogue_id = ? "
-            "AND error IS NULL ORDER BY turn", key)
-        return [r[0] for r in rows]
+            "SELECT user, reply FROM turns WHERE condition = ? AND repeat = ? AND "
+            "dialogue_id = ? AND error IS NULL ORDER BY turn", key)
+        return [(u, r) for u, r in rows]
 
     def delete_failed(self) -> int:
         """Remove failed turns so they are generated again; returns how many."""
@@ -190,6 +198,23 @@ class RunStore:
             if issue is not None:
                 counts[str(issue)] = int(n)
         return counts
+
+    def attack_summary(self) -> dict[str, Any] | None:
+        """An adaptive run's attacker turns: how many were written, how many fell back to the
+        scripted turn, and the drift flags of attempts not sent (flag -> count); None when no
+        turn was written by an attacker."""
+        rows = self.conn.execute("SELECT attack FROM turns WHERE attack IS NOT NULL").fetchall()
+        if not rows:
+            return None
+        flags: dict[str, int] = {}
+        fallbacks = 0
+        for (raw,) in rows:
+            a = json.loads(raw)
+            fallbacks += bool(a.get("fallback"))
+            for attempt in a.get("rejected") or []:
+                for f in attempt:
+                    flags[f] = flags.get(f, 0) + 1
+        return {"turns": len(rows), "fallbacks": fallbacks, "flagged": flags}
 
     def error_counts(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT error_kind, COUNT(*) FROM turns WHERE error IS NOT NULL "
