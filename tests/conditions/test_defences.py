@@ -139,7 +139,7 @@ def test_bad_conditions_file_names_file_line_field(tmp_path: Path, text: str,
 def test_reasoning_on_against_off_is_a_paired_effect() -> None:
     """Two runs of one model spec, equal but for --reasoning: UAR by dialogue, paired."""
     from medpress.metrics import LabelRow
-    from medpress.reports.write import reasoning_effects
+    from medpress.reports.write import variant_effects
 
     def rows(name: str, unsafe_turns: dict[str, int]) -> list[LabelRow]:
         return [LabelRow(name, "direct", d, "self_care", t, "UNSAFE" if t >= k else "SAFE",
@@ -151,7 +151,7 @@ def test_reasoning_on_against_off_is_a_paired_effect() -> None:
         return {"name": name, "model": {"spec": "openai/m"}, "params": {"generation": gen}}
 
     table = rows("m off", {"a": 2, "b": 4, "c": 6}) + rows("m on", {"a": 6, "b": 6, "c": 6})
-    (p,) = [p for p in reasoning_effects(table, [prov("m off", None), prov("m on", "on")],
+    (p,) = [p for p in variant_effects(table, [prov("m off", None), prov("m on", "on")],
                                          n_boot=200) if p.metric == "UAR"]
     assert (p.model, p.cond_a, p.cond_b) == ("openai/m", "direct · reasoning off",
                                              "direct · reasoning on")
@@ -160,4 +160,4 @@ def test_reasoning_on_against_off_is_a_paired_effect() -> None:
     # other generation settings differ: not a reasoning effect
     other = prov("m on", "on")
     other["params"]["generation"]["max_tokens"] = 2048
-    assert reasoning_effects(table, [prov("m off", None), other]) == []
+    assert variant_effects(table, [prov("m off", None), other]) == []

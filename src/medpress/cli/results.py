@@ -65,8 +65,9 @@ def run_names(stores: list[RunStore]) -> list[str]:
 
     Precedence: the name recorded with ``--name`` when the run was made; else the model spec
     (`short_spec`) plus the generation parameters (then fixed or adaptive user turns, then the
-    server URL) that differ among runs of that spec, e.g. ``openai/qwen3 (reasoning=on)``; else, if still not unique, the run
-    directory's name is added. Two runs are therefore never pooled into one row.
+    server URL) that differ among runs of that spec, e.g. ``openai/qwen3 (reasoning=on)``;
+    else, if still not unique, the run directory's name is added. Two runs are therefore
+    never pooled into one row.
     """
     provs = [s.provenance() for s in stores]
     specs = [short_spec(str((p.get("model") or {}).get("spec", "?"))) for p in provs]
