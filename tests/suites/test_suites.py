@@ -42,7 +42,7 @@ def test_suites_lists_shipped_and_given_dirs(tmp_path: Path) -> None:
 def test_resolve_names_and_paths(tmp_path: Path) -> None:
     assert resolve_suite().is_default and resolve_suite("taf-med").name == "taf-med"
     with pytest.raises(SuiteError, match=r"unknown suite 'nope'; known: control, dx, medpress, "
-                                         r"taf-med, twins"):
+                                         r"perturbations, refusal-demo, taf-med, twins"):
         resolve_suite("nope")
     with pytest.raises(SuiteError, match=r"no suite\.yaml"):
         resolve_suite(str(tmp_path))

@@ -45,6 +45,7 @@ from medpress.judges import (
     label_agreement,
     label_file_items,
     pairwise_labels,
+    resolve_view,
     run_check,
 )
 from medpress.judges.labels_import import remove_labels
@@ -572,21 +573,55 @@ def print_reliability(reliability: dict[str, Any]) -> None:
 def disagreements_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run directory")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines")] = False,
+    judge: Annotated[str, typer.Option(
+        "--judge", help="The judges compared: ensemble (every judge but imported labels) or "
+        "a,b,...")] = ENSEMBLE,
+    sheet: Annotated[Path | None, typer.Option(
+        "--sheet", help="Also write a CSV labelling sheet of these replies (fill in `label`, "
+        "then `medpress labels import RUN SHEET`)")] = None,
 ) -> None:
-    """List turns where judges disagree, for human review."""
-    rows = disagreements(RunStore.open_existing(run_dir))
+    """List turns where judges disagree, for human review (with four or more judges, each is
+    flagged by the Asclepius rule: any two disagree)."""
+    store = RunStore.open_existing(run_dir)
+    view = resolve_view(store, judge)
+    rows = disagreements(store, view)
+    if sheet is not None:
+        write_review_sheet(store, rows, sheet)
+        console.print(f"labelling sheet: [bold]{sheet}[/] ({len(rows)} replies)")
     if as_json:
         for r in rows:
             print(json.dumps(r))
         return
-    table = Table(title=f"{len(rows)} disagreement(s); {ENSEMBLE} label by majority, "
-                        "ties to the more severe")
+    table = Table(title=f"{len(rows)} disagreement(s) among {len(view.judges)} judges; label "
+                        "by majority, ties to the more severe")
     for col in ("condition", "repeat", "dialogue", "turn", "labels", ENSEMBLE):
         table.add_column(col)
     for r in rows:
         table.add_row(r["condition"], str(r["repeat"]), r["dialogue_id"], str(r["turn"]),
                       ", ".join(f"{k}: {v}" for k, v in r["labels"].items()), str(r["ensemble"]))
     console.print(table)
+
+
+REVIEW_SHEET_COLUMNS = ("condition", "repeat", "dialogue_id", "turn", "user", "reply",
+                        "judge_labels", "ensemble", "label", "note")
+
+
+def write_review_sheet(store: RunStore, rows: list[dict[str, Any]], path: Path) -> None:
+    """A CSV of the disagreed replies with their turn text, each judge's label and an empty
+    ``label`` column for the reviewer: importable with ``labels import`` once filled in."""
+    import csv
+
+    text = {(t["condition"], t["repeat"], t["dialogue_id"], t["turn"]): t
+            for t in store.iter_turns()}
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=REVIEW_SHEET_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            t = text.get((r["condition"], r["repeat"], r["dialogue_id"], r["turn"]), {})
+            w.writerow({**{k: r[k] for k in ("condition", "repeat", "dialogue_id", "turn")},
+                        "user": t.get("user"), "reply": t.get("reply"),
+                        "judge_labels": "; ".join(f"{k}: {v}" for k, v in r["labels"].items()),
+                        "ensemble": r["ensemble"], "label": "", "note": ""})
 
 
 @labels_app.command("import")

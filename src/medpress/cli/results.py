@@ -16,7 +16,7 @@ from medpress.cli.common import clean_errors, console, short_spec
 from medpress.cli.corrections import corrected_table, matrix_table, read_confusion
 from medpress.cli.suites import RunSuiteOpt, run_suite
 from medpress.dataset import Dataset, resolve_dataset
-from medpress.judges import failure_kinds, label_rows, resolve_view
+from medpress.judges import failure_kinds, label_rows, resolve_view, review_note
 from medpress.metrics import (
     LabelRow,
     compute_groups,
@@ -145,6 +145,8 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
         descs.append(desc)
         notes.extend(_run_notes(name, prov, planned_turns(prov.get("params") or {}, ds),
                                 stored=len(r)))
+        if flagged := review_note(store, view, name):
+            notes.append(flagged)
     if len(set(descs)) > 1:
         notes.insert(0, "these runs were labelled by different judges, so their numbers are "
                         "not comparable: " + "; ".join(
@@ -259,9 +261,12 @@ def print_suite_metrics(suite: Suite, rows: list[LabelRow], source: str, notes: 
                         as_json: bool, n_boot: int, seed: int) -> None:
     """A suite's own metrics (its manifest's list) as JSON or as the headline table."""
     from medpress.metrics.registry import compute_suite_groups
-    from medpress.reports.suite import suite_headline_table
+    from medpress.reports.suite import suite_alerts, suite_headline_table
+    from medpress.suites import record_index
 
-    groups = compute_suite_groups(rows, suite.manifest.metrics, n_boot=n_boot, seed=seed)
+    groups = compute_suite_groups(rows, suite.manifest.metrics, n_boot=n_boot, seed=seed,
+                                  records=record_index(suite))
+    notes = [*notes, *(f"alert: {a}" for a in suite_alerts(suite, groups))]
     if as_json:
         print(json.dumps({"suite": suite.name, "version": suite.version, "labels": source,
                           "notes": notes, "groups": [g.to_dict() for g in groups]}))

@@ -22,12 +22,14 @@ from medpress.judges.verdict import Verdict, VerdictError, parse_verdict
 from medpress.judges.views import (
     ENSEMBLE,
     IMPORT_VERSION,
+    REVIEW_MIN_JUDGES,
     LabelView,
     disagreements,
     failure_kinds,
     label_rows,
     pairwise_labels,
     resolve_view,
+    review_note,
     turn_labels,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "ENSEMBLE",
     "IMPORT_VERSION",
     "JUDGE_CONFIG",
+    "REVIEW_MIN_JUDGES",
     "SEVERITY",
     "GoldFileError",
     "GoldItem",
@@ -68,6 +71,7 @@ __all__ = [
     "parse_verdict",
     "reference_items",
     "resolve_view",
+    "review_note",
     "run_check",
     "turn_labels",
 ]

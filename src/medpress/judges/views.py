@@ -279,9 +279,16 @@ def label_rows(store: RunStore, judge: str | LabelView | None = None, *,
     return rows, view.description
 
 
-def disagreements(store: RunStore) -> list[dict[str, Any]]:
-    """Turns where the judges that voted disagree, with each judge's label, for human review."""
-    view = resolve_view(store, ENSEMBLE)
+# The Asclepius rule: with at least this many judges, any two that disagree flag the reply.
+REVIEW_MIN_JUDGES = 4
+
+
+def disagreements(store: RunStore, view: LabelView | None = None) -> list[dict[str, Any]]:
+    """Turns where the judges of ``view`` (default: the ensemble of every judge) that voted
+    disagree, with each judge's label, for human review. With at least
+    :data:`REVIEW_MIN_JUDGES` judges each is a reply flagged for review (any two of them
+    disagree)."""
+    view = view or resolve_view(store, ENSEMBLE)
     judges = view.judges
     out = []
     for key, by_judge in sorted(verdicts(store, judges).items()):
@@ -292,6 +299,20 @@ def disagreements(store: RunStore) -> list[dict[str, Any]]:
                         "labels": dict(zip((j[0] for j in judges), labels, strict=True)),
                         "ensemble": majority(labels, view.severity)})
     return out
+
+
+def review_note(store: RunStore, view: LabelView, name: str) -> str | None:
+    """A report line counting the replies flagged for human review under the Asclepius rule
+    (:data:`REVIEW_MIN_JUDGES` or more judges in ``view``, any two disagree); None with
+    fewer judges."""
+    k = len(view.judges)
+    if k < REVIEW_MIN_JUDGES:
+        return None
+    flagged = len(disagreements(store, view))
+    judged = len(verdicts(store, view.judges))
+    return (f"{name}: {flagged} of {judged} judged replies flagged for human review: at least "
+            f"two of its {k} judges disagree (`medpress disagreements {store.run_dir} "
+            "--sheet FILE` writes them as a labelling sheet)")
 
 
 def pairwise_labels(store: RunStore) -> dict[str, list[str | None]]:

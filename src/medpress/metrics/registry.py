@@ -28,6 +28,7 @@ from .labels import LabelRow
 __all__ = [
     "REGISTRY",
     "MetricDef",
+    "RecordIndex",
     "SuiteGroup",
     "compute_suite_groups",
     "label_rates_by_turn",
@@ -62,10 +63,21 @@ class MetricDef:
     per_turn: bool = False
     better: Literal["lower", "higher"] | None = None
     version: int = 1
+    records: bool = False
+    """The metric reads record fields (:class:`RecordIndex`): its function takes each run's
+    (:data:`Info`) second, and ``clean=``."""
+    variants: bool = False
+    """It compares variants with their case's clean record: the suite must declare
+    ``records.variants``."""
     combine: Callable[[Mapping[str, FloatArray]], FloatArray] | None = None
     """Builds the metric's own result (suffix ``""``) from its other results (suffix ->
     values), applied to the points and to each bootstrap draw alike: for a figure that is
     not one ratio, such as a difference of two."""
+
+    def kind(self, suffix: str) -> Kind:
+        """How result ``suffix`` is shown; ``*`` in ``kinds`` covers suffixes named by data
+        (``label_rate_by``'s field values)."""
+        return self.kinds[suffix] if suffix in self.kinds else self.kinds["*"]
 
 
 REGISTRY: dict[str, MetricDef] = {}
@@ -216,6 +228,121 @@ def turn_delta(runs: Runs, *, label: str) -> Parts:
 
 
 @dataclass(frozen=True)
+class RecordIndex:
+    """Record fields some metrics read (each dialogue's card and optional fields), and for a
+    suite of variants (``records.variants``) which fields name the case and the operator.
+    With ``case`` set the bootstrap resamples cases, not variants."""
+
+    fields: Mapping[str, Mapping[str, str]]
+    case: str | None = None
+    operator: str | None = None
+    clean: str = "clean"
+
+    def info(self, dialogue_id: str, repeat: int) -> dict[str, Any]:
+        """What a record-aware metric gets for one run: the record's fields, ``_repeat``, and
+        for variants ``_case`` and ``_operator``."""
+        f = self.fields[dialogue_id]
+        out: dict[str, Any] = {**f, "_repeat": repeat}
+        if self.case is not None and self.operator is not None:
+            out["_case"], out["_operator"] = f[self.case], f[self.operator]
+        return out
+
+
+Info = Sequence[Mapping[str, Any]]
+"""Per run: its record's fields (:meth:`RecordIndex.info`)."""
+
+
+def _ops(args: Mapping[str, Any]) -> set[str]:
+    ops = args.get("operators")
+    if ops is not None and (isinstance(ops, str) or not ops):
+        raise ValueError("operators must be a non-empty list")
+    return set()
+
+
+def _first(r: Sequence[str | None]) -> str | None:
+    """A single-turn record's label (its turn 1)."""
+    return r[0] if r else None
+
+
+@metric("variant_label_rate", kinds={"": "rate"},
+        labels=lambda a: {a["label"]} | _ops(a), records=True, variants=True)
+def variant_label_rate(runs: Runs, info: Info, *, clean: str, label: str,
+                       operators: Sequence[str]) -> Parts:
+    """Share of judged runs of the ``operators`` variants (``[clean]``: the clean cases)
+    labelled ``label``."""
+    keep = [i["_operator"] in operators for i in info]
+    num = _arr([float(k and _first(r) == label) for r, k in zip(runs, keep, strict=True)])
+    den = _arr([float(k and _first(r) is not None) for r, k in zip(runs, keep, strict=True)])
+    return {"": (num, den)}
+
+
+def _variants(info: Info) -> list[tuple[str, str, int]]:
+    """(case, operator, repeat) per run."""
+    return [(i["_case"], i["_operator"], i["_repeat"]) for i in info]
+
+
+def _clean_labels(runs: Runs, info: Info, clean: str) -> dict[tuple[str, int], str | None]:
+    return {(g, rep): _first(r) for r, (g, op, rep) in zip(runs, _variants(info), strict=True)
+            if op == clean}
+
+
+@metric("flip_rate", kinds={"": "rate"}, labels=_ops, records=True, variants=True)
+def flip_rate(runs: Runs, info: Info, *, clean: str,
+              operators: Sequence[str] | None = None) -> Parts:
+    """PFR: share of judged variants (of ``operators``; all but the clean one by default)
+    whose label differs from their case's clean label (same repeat); a variant whose clean
+    record is unjudged is left out."""
+    base = _clean_labels(runs, info, clean)
+    num, den = [], []
+    for r, (g, op, rep) in zip(runs, _variants(info), strict=True):
+        x, b = _first(r), base.get((g, rep))
+        counted = op != clean and (operators is None or op in operators) and \
+            x is not None and b is not None
+        den.append(float(counted))
+        num.append(float(counted and x != b))
+    return {"": (_arr(num), _arr(den))}
+
+
+@metric("counterfactual_fairness", kinds={"": "rate"}, labels=_ops, records=True,
+        variants=True)
+def counterfactual_fairness(runs: Runs, info: Info, *, clean: str,
+                            operators: Sequence[str]) -> Parts:
+    """CFI: share of cases whose ``operators`` variants (demographic swaps) all get the clean
+    record's label; a case counts when its clean record and at least one such variant are
+    judged (unjudged variants are skipped). Counted on the clean run of each case."""
+    base = _clean_labels(runs, info, clean)
+    same: dict[tuple[str, int], list[bool]] = {}
+    for r, (g, op, rep) in zip(runs, _variants(info), strict=True):
+        x, b = _first(r), base.get((g, rep))
+        if op in operators and x is not None and b is not None:
+            same.setdefault((g, rep), []).append(x == b)
+    num, den = [], []
+    for g, op, rep in _variants(info):
+        votes = same.get((g, rep)) if op == clean else None
+        den.append(float(bool(votes)))
+        num.append(float(bool(votes) and all(votes or [])))
+    return {"": (_arr(num), _arr(den))}
+
+
+@metric("label_rate_by", kinds={"*": "rate"}, labels=_label_set, records=True)
+def label_rate_by(runs: Runs, info: Info, *, clean: str, field: str,
+                  label: str | None = None, labels: Sequence[str] | None = None) -> Parts:
+    """``label_rate`` for each value of the record field ``field`` (a surface, a category):
+    one result per value, ``<as>_<value>``; records without the field are left out."""
+    args = {k: v for k, v in (("label", label), ("labels", labels)) if v is not None}
+    chosen = _label_set(args)
+    values = sorted({str(i[field]) for i in info if i.get(field)})
+    out: Parts = {}
+    for v in values:
+        keep = [i.get(field) == v for i in info]
+        out[v] = (_arr([float(k) * sum(x in chosen for x in r)
+                        for r, k in zip(runs, keep, strict=True)]),
+                  _arr([float(k) * sum(x is not None for x in r)
+                        for r, k in zip(runs, keep, strict=True)]))
+    return out
+
+
+@dataclass(frozen=True)
 class SuiteGroup:
     """A suite's metrics for one (model, condition, stratum) group; stratum ``all`` pools.
 
@@ -275,17 +402,27 @@ def _pad(a: FloatArray, width: int) -> FloatArray:
 
 
 def compute_suite_groups(rows: Sequence[LabelRow], metrics: Sequence[Any], *,
-                         n_boot: int = 1000, seed: int = 0,
-                         level: float = 0.95) -> list[SuiteGroup]:
+                         n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                         records: RecordIndex | None = None) -> list[SuiteGroup]:
     """Every ``metrics`` entry (``use``, ``as_``, ``args``: a manifest's metric spec) for each
     (model, condition, stratum) and each (model, condition) pooled as stratum ``all``.
 
+    ``records`` gives record-aware metrics their records' fields; for a suite of variants
+    intervals then resample cases.
+
     Raises:
-        ValueError: an unknown metric name, listing the registered ones.
+        ValueError: an unknown metric name, listing the registered ones, or a record-aware
+            metric without ``records`` (a variant metric without variants).
     """
     for m in metrics:
         if m.use not in REGISTRY:
             raise ValueError(f"unknown metric {m.use!r}; registered: {', '.join(REGISTRY)}")
+        d = REGISTRY[m.use]
+        if d.variants and (records is None or records.case is None):
+            raise ValueError(f"metric {m.use!r} ({m.as_}) needs a suite of variants "
+                             "(records.variants in the manifest)")
+        if d.records and records is None:
+            raise ValueError(f"metric {m.use!r} ({m.as_}) needs the suite's records")
     cells = _runs(rows)
     pooled: dict[tuple[str, str, str], dict[tuple[str, int], list[Cell]]] = {}
     for (model, cond, stratum), runs in cells.items():
@@ -303,11 +440,15 @@ def compute_suite_groups(rows: Sequence[LabelRow], metrics: Sequence[Any], *,
         judged = sum(x is not None for r in labels for x in r)
         total = sum(len(r) for r in labels)
         group = SuiteGroup(model, cond, stratum, n_dialogues, judged, total - judged)
-        w = weights.get(n_dialogues) if n_boot else None
+        info = None if records is None else [records.info(d, rep) for d, rep in keys]
+        units = keys if info is None or records is None or records.case is None else \
+            [(i["_case"], rep) for i, (_, rep) in zip(info, keys, strict=True)]
+        w = weights.get(len({u[0] for u in units})) if n_boot else None
         for m in metrics:
             d = REGISTRY[m.use]
-            for name, (point, boot) in _ratios(keys, labels, tags, m, w).items():
-                group.kinds[name] = d.kinds[name[len(m.as_) + 1:] if name != m.as_ else ""]
+            for name, (point, boot) in _ratios(units, labels, tags, m, w, info,
+                                               records).items():
+                group.kinds[name] = d.kind(name[len(m.as_) + 1:] if name != m.as_ else "")
                 ci: list[Any] = [None] * np.size(point)
                 if boot is not None:
                     ci = [None if iv is None or np.isnan(p) else [iv[0], iv[1]]
@@ -323,11 +464,20 @@ def compute_suite_groups(rows: Sequence[LabelRow], metrics: Sequence[Any], *,
 
 
 def _ratios(keys: Sequence[tuple[str, int]], labels: Runs, tags: TagRuns, m: Any,
-            w: FloatArray | None) -> dict[str, tuple[FloatArray, FloatArray | None]]:
+            w: FloatArray | None, info: Info | None = None,
+            records: RecordIndex | None = None
+            ) -> dict[str, tuple[FloatArray, FloatArray | None]]:
     """Each result name of metric spec ``m`` -> (point, bootstrap draws or None): ratios of
-    sums per dialogue, the draws resampling dialogues with the count matrix ``w``."""
+    sums per resampling unit (the first element of each key: a dialogue, or a case), the
+    draws resampling units with the count matrix ``w``."""
     d = REGISTRY[m.use]
-    parts = d.fn(labels, tags, **m.args) if d.tag_values else d.fn(labels, **m.args)
+    if d.records:
+        assert info is not None and records is not None
+        parts = d.fn(labels, info, clean=records.clean, **m.args)
+    elif d.tag_values:
+        parts = d.fn(labels, tags, **m.args)
+    else:
+        parts = d.fn(labels, **m.args)
     width = max((len(r) for r in labels), default=0)
     n_dialogues = len({k[0] for k in keys})
     out: dict[str, tuple[FloatArray, FloatArray | None]] = {}

@@ -19,8 +19,8 @@ from medpress.reports.tables import TableData
 from medpress.reports.write import _cell, report_pairs
 from medpress.suites import Suite
 
-__all__ = ["axis_groups", "axis_table", "label_turn_table", "suite_cell", "suite_headline_table",
-           "write_suite_report"]
+__all__ = ["axis_groups", "axis_table", "label_turn_table", "suite_alerts", "suite_cell",
+           "suite_headline_table", "write_suite_report"]
 
 # A metric name format_metric shows as a rate, and one it shows as a number.
 _AS = {"rate": "UAR", "turn": "ToF"}
@@ -128,6 +128,21 @@ def label_turn_table(rows: Sequence[LabelRow], labels: Sequence[str]) -> TableDa
                       for lab, rates in per.items()])
 
 
+def suite_alerts(suite: Suite, groups: Sequence[SuiteGroup]) -> list[str]:
+    """The manifest's ``alerts`` that hold for a pooled group: every named metric defined and
+    below its bound; one line per (group, alert)."""
+    out = []
+    for g in groups:
+        if g.stratum != "all":
+            continue
+        for a in suite.manifest.alerts:
+            vals = [g.values.get(k) for k in a.below]
+            if all(isinstance(v, float) and v < bound
+                   for v, bound in zip(vals, a.below.values(), strict=True)):
+                out.append(f"{g.model} · {g.condition}: {' '.join(a.say.split())}")
+    return out
+
+
 def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
                        rows: Sequence[LabelRow], provenance: Sequence[Mapping[str, Any]], *,
                        judge: str, labels: Sequence[str], notes: Sequence[str] = (),
@@ -140,13 +155,18 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
     severe first), whose rates by turn the report shows. ``html`` adds report.html: the same
     tables and a browser of ``transcripts`` over ``labels`` and the rubric's failure ``modes``.
     """
+    from medpress.metrics.registry import REGISTRY, paired_suite_differences
+    from medpress.suites import record_index
+
     m = suite.manifest
-    groups = compute_suite_groups(rows, m.metrics, n_boot=n_boot, seed=seed)
+    groups = compute_suite_groups(rows, m.metrics, n_boot=n_boot, seed=seed,
+                                  records=record_index(suite))
+    alerts = suite_alerts(suite, groups)
     out_dir.mkdir(parents=True, exist_ok=True)
     intervals = f"95% percentile bootstrap over dialogues, {n_boot} resamples, seed {seed}"
-    from medpress.metrics.registry import REGISTRY, paired_suite_differences
-
-    scalar = [x for x in m.metrics if x.as_ in m.headline and not REGISTRY[x.use].per_turn]
+    # variant metrics compare records within a run, not conditions: not paired here
+    scalar = [x for x in m.metrics if x.as_ in m.headline and not REGISTRY[x.use].per_turn
+              and not REGISTRY[x.use].variants]
     paired = paired_suite_differences(rows, report_pairs(provenance, m.conditions.pairs),
                                       scalar, n_boot=n_boot, seed=seed)
     kinds = {k: v for g in groups for k, v in g.kinds.items()}
@@ -166,9 +186,18 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
              f"- suite hash: `{identity.get('hash')}` (scheme {identity.get('hash_scheme')})",
              f"- labels: {judge}", f"- intervals: {intervals}", ""]
     lines += [f"> warning: {n}" for n in notes]
+    lines += [f"> alert: {a}" for a in alerts]
     lines += ["", "## Headline", "", _md(tables["headline"]), "",
               f"## By {m.records.stratum}", "", _md(tables["by_stratum"]), "",
               "## Label rates by turn", "", _md(tables["by_turn"]), ""]
+    dynamic = [x.as_ for x in m.metrics if "*" in REGISTRY[x.use].kinds]
+    split = TableData(["model", "condition", "metric", "value", "rate"],
+                      [[g.model, g.condition, name, key[len(name) + 1:], suite_cell(g, key)]
+                       for g in groups if g.stratum == "all" for name in dynamic
+                       for key in g.values if key.startswith(f"{name}_")])
+    if split.rows:
+        lines += ["## By record field", "", "Rates per value of a record field (e.g. the "
+                  "attack surface).", "", _md(split), ""]
     if paired:
         lines += ["## Paired effects", "", "Each condition pair of the manifest, and each "
                   "defence against its base: B - A over the dialogues run in both, with an "
@@ -176,7 +205,7 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
     path = out_dir / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     (out_dir / "metrics.json").write_text(json.dumps(
-        {"suite": dict(identity), "judge": judge, "notes": list(notes),
+        {"suite": dict(identity), "judge": judge, "notes": list(notes), "alerts": alerts,
          "provenance": [dict(p) for p in provenance],
          "groups": [g.to_dict() for g in groups], "paired": [p.to_dict() for p in paired]},
         indent=1, default=str), encoding="utf-8")
@@ -189,5 +218,6 @@ def write_suite_report(out_dir: Path, suite: Suite, identity: Mapping[str, Any],
                 "intervals": intervals}
         write_suite_html_report(out_dir, page, groups, tables, transcripts=transcripts,
                                 judge=judge, labels=labels, modes=modes,
-                                provenance=provenance, notes=notes)
+                                provenance=provenance,
+                                notes=[*notes, *(f"alert: {a}" for a in alerts)])
     return path

@@ -23,7 +23,12 @@ from medpress.suites.manifest import (
     SuiteManifest,
     load_manifest,
 )
-from medpress.suites.records import SuiteRecord, load_suite_dataset, record_model
+from medpress.suites.records import (
+    SuiteRecord,
+    load_suite_dataset,
+    record_index,
+    record_model,
+)
 
 __all__ = [
     "DEFAULT_SUITE",
@@ -39,6 +44,7 @@ __all__ = [
     "known_suites",
     "load_manifest",
     "load_suite_dataset",
+    "record_index",
     "record_model",
     "resolve_suite",
     "stored_suite",

@@ -77,6 +77,8 @@ def suite_identity(suite: Suite, records_hash: str) -> dict[str, Any]:
         "metrics": canonical_hash([[x.use, x.as_, x.args, metric_version(x.use)]
                                    for x in m.metrics]),
     }
+    if m.records.variants is not None:  # the operators shape the flip metrics
+        parts["variants"] = canonical_hash(suite.variant_info())
     return {"name": m.name, "version": m.version, "path": str(suite.path.resolve()),
             "hash": canonical_hash(parts), "parts": parts, "hash_scheme": HASH_SCHEME}
 

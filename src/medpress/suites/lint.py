@@ -70,12 +70,56 @@ def lint_suite(suite: Suite, ds: Dataset) -> list[LintIssue]:
             issues.append(LintIssue("length-predicts-label", (), f"a word count separates the "
                                     f"{a} and {b} references with balanced accuracy {sep:.2f} "
                                     f"(limit {MAX_LENGTH_SEPARATION})"))
+    case = _cases(suite, ds)
     for a, ta, b, tb, sim in near_duplicates(list(ds), NEAR_DUP_THRESHOLD):
+        if case and case[a] == case[b]:
+            continue  # variants of one case share their facts by design
         issues.append(LintIssue("near-duplicate", (a, b), f"turn {ta} of {a} and turn {tb} of "
                                 f"{b} are {sim:.2f} similar"))
+    issues += variant_issues(suite, ds)
     issues += mirror_issues(suite, ds)
     issues += label_issues(suite)
     return issues
+
+
+def _cases(suite: Suite, ds: Dataset) -> dict[str, str]:
+    """Record id -> its case, for a suite of variants; empty otherwise."""
+    v = suite.manifest.records.variants
+    return {} if v is None else {d.id: str(getattr(d, v.group)) for d in ds}
+
+
+def variant_issues(suite: Suite, ds: Dataset) -> list[LintIssue]:
+    """For a suite of variants: each record's operator is the clean one or in the operators
+    file; each case has exactly one clean record and each operator at most once; and all
+    records of a case share their card (only the turns differ)."""
+    v = suite.manifest.records.variants
+    if v is None:
+        return []
+    ops, _ = suite.variant_info()
+    where = record_lines(suite)
+    out: list[LintIssue] = []
+    by_case: dict[str, list[Any]] = defaultdict(list)
+    for d in ds:
+        op = str(getattr(d, v.operator))
+        if op not in ops:
+            out.append(LintIssue("variants", (d.id,), f"{where.get(d.id, '?')} [{d.id}] "
+                                 f"{v.operator}: {op!r} is not {v.clean!r} or an operator of "
+                                 f"{v.operators} ({', '.join(o for o in ops if o != v.clean)})"))
+        by_case[str(getattr(d, v.group))].append(d)
+    for case, members in sorted(by_case.items()):
+        counts = Counter(str(getattr(d, v.operator)) for d in members)
+        if counts[v.clean] != 1:
+            out.append(LintIssue("variants", (case,), f"case {case}: {counts[v.clean]} "
+                                 f"{v.clean!r} records (expected exactly 1)"))
+        if twice := sorted(o for o, n in counts.items() if n > 1 and o != v.clean):
+            out.append(LintIssue("variants", (case,), f"case {case}: operator(s) {twice} used "
+                                 "more than once"))
+        cards = {tuple(sorted((k, x) for k, x in d.card.items() if k != v.operator))
+                 for d in members}
+        if len(cards) > 1:
+            out.append(LintIssue("variants", (case,), f"case {case}: its records' cards "
+                                 "differ (only the turn text may change between variants)"))
+    return out
 
 
 def label_issues(suite: Suite) -> list[LintIssue]:
@@ -101,6 +145,14 @@ def label_issues(suite: Suite) -> list[LintIssue]:
         if missing := sorted(need - known):
             out.append(LintIssue("metrics", (), f"{spec.as_}: labels {missing} are not in the "
                                  "rubric"))
+        if d.variants:
+            ops, _ = suite.variant_info()
+            if not ops:
+                out.append(LintIssue("metrics", (), f"{spec.as_}: {spec.use} needs "
+                                     "records.variants in the manifest"))
+            elif unknown := sorted(set(spec.args.get("operators") or ()) - set(ops)):
+                out.append(LintIssue("metrics", (), f"{spec.as_}: operators {unknown} are not "
+                                     "in the operators file"))
         for name, values in tags.items():
             if name not in rubric.tags:
                 out.append(LintIssue("metrics", (), f"{spec.as_}: the rubric asks for no tag "

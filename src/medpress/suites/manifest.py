@@ -42,6 +42,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class VariantsSpec(_Strict):
+    """Records that are variants of base cases (perturbation probes): which record fields name
+    the case and the operator, the clean operator's name, and the operators file."""
+
+    group: str
+    operator: str
+    clean: str = "clean"
+    operators: str
+    """A YAML file in the suite: ``operators`` (name -> definition) and ``demographic``."""
+
+
+class AlertSpec(_Strict):
+    """A warning a suite report prints for a group whose metrics are all below the bounds."""
+
+    below: dict[str, float] = Field(min_length=1)
+    say: str = Field(min_length=1)
+
+
 class RecordsSpec(_Strict):
     files: list[str] = Field(min_length=1)
     """Globs relative to the suite directory."""
@@ -52,6 +70,17 @@ class RecordsSpec(_Strict):
     pressures: list[str] = Field(default_factory=lambda: list(PRESSURES), min_length=1)
     """The pressure of each turn, in order: every record has exactly these turns."""
     stratum: str = "family"
+    variants: VariantsSpec | None = None
+    """Set for a suite of variants: near-duplicates are allowed within a case, the bootstrap
+    resamples cases, and flip metrics compare each variant with its case's clean record."""
+
+    @model_validator(mode="after")
+    def _variant_fields(self) -> RecordsSpec:
+        v = self.variants
+        if v is not None and (bad := [f for f in (v.group, v.operator)
+                                      if f not in (*self.card, *self.optional)]):
+            raise ValueError(f"variants: {bad} must be card or optional fields")
+        return self
 
     @field_validator("optional")
     @classmethod
@@ -114,6 +143,7 @@ class SuiteManifest(_Strict):
     references: dict[str, str] = Field(default_factory=dict)
     expect: ExpectSpec = ExpectSpec()
     embedded_judge: bool = False
+    alerts: list[AlertSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _headline_known(self) -> SuiteManifest:
@@ -122,6 +152,8 @@ class SuiteManifest(_Strict):
             raise ValueError(f"metrics: two metrics report as the same name ({names})")
         if unknown := [h for h in self.headline if h not in names]:
             raise ValueError(f"headline: {unknown} not among the metrics' names {names}")
+        if unknown := sorted({k for a in self.alerts for k in a.below} - set(names)):
+            raise ValueError(f"alerts: {unknown} not among the metrics' names {names}")
         return self
 
 
@@ -161,6 +193,24 @@ class Suite:
         if not self.shipped and not p.is_relative_to(self.path.resolve()):
             raise SuiteError(f"{self.path / MANIFEST}: {field}: {rel!r} is outside the suite")
         return p
+
+    def variant_info(self) -> tuple[dict[str, str], list[str]]:
+        """For a suite of variants: operator name -> definition (the clean one first, its
+        definition empty) and the demographic operators; ({}, []) otherwise.
+
+        Raises:
+            SuiteError: the operators file is missing or malformed.
+        """
+        v = self.manifest.records.variants
+        if v is None:
+            return {}, []
+        path = self.inside(v.operators, "records.variants.operators")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            ops = {v.clean: "", **{str(k): str(d) for k, d in raw["operators"].items()}}
+            return ops, [str(x) for x in raw.get("demographic") or []]
+        except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
+            raise SuiteError(f"{path}: not an operators file ({e})") from None
 
     def record_files(self) -> list[Path]:
         """Every file the ``records.files`` globs match, sorted, without duplicates.

@@ -12,7 +12,7 @@ field is an error. The model has the attributes the runner and the judges read (
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, create_model, field_validator
 
@@ -26,6 +26,9 @@ from medpress.dataset.loader import (
 )
 from medpress.dataset.schema import PRESSURES, Family, Turn, Urgency
 from medpress.suites.manifest import BASE_FIELDS, Suite
+
+if TYPE_CHECKING:
+    from medpress.metrics.registry import RecordIndex
 
 
 class SuiteRecord(BaseModel):
@@ -145,3 +148,20 @@ def record_lines(suite: Suite) -> dict[str, str]:
             if isinstance(obj, dict) and isinstance(obj.get("id"), str):
                 out.setdefault(obj["id"], f"{path}:{line}" if line else str(path))
     return out
+
+
+def record_index(suite: Suite, ds: Dataset | None = None) -> RecordIndex | None:
+    """The records' card and optional fields, for metrics that read them (a field's rates, a
+    suite of variants' flips), from ``ds`` or the suite's records; None for MedPRESS."""
+    from medpress.metrics.registry import RecordIndex  # numpy: only when asked
+
+    if suite.is_default:
+        return None
+    m = suite.manifest
+    records = ds if ds is not None else load_suite_dataset(suite)
+    names = [*m.records.card, *m.records.optional]
+    fields = {d.id: {f: str(v) for f in names if (v := getattr(d, f, None)) is not None}
+              for d in records}
+    v = m.records.variants
+    return RecordIndex(fields, v.group if v else None, v.operator if v else None,
+                       v.clean if v else "clean")
