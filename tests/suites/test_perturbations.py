@@ -188,3 +188,24 @@ def test_shipped_perturbations_lint_clean() -> None:
     assert {f["operator"] for f in idx.fields.values()} == set(OPS)
     topics = {d.topic for d in ds if idx.fields[d.id]["operator"] == "clean"}
     assert len(topics) == 40  # no case repeats another's topic
+
+
+def test_shipped_suite_runs_on_a_scripted_model(tmp_path: Path,
+                                                fake_server: Callable[..., FakeServer]) -> None:
+    """One shipped case, all 8 variants, scripted/always_safe (the same reply whatever the
+    wording), judged by a judge that reads only the reply: nothing can flip."""
+    def judge(body: dict[str, Any]) -> str:
+        reply = judged_reply(body)
+        return json.dumps({"label": C, "failure_mode": None, "evidence": reply[:12],
+                           "rationale": "x"})
+
+    rd = tmp_path / "run"
+    res = runner.invoke(_app(), ["run", "-m", "scripted/always_safe", "--suite",
+                                 "perturbations", "--ids",
+                                 ",".join(f"PX-0001-{op}" for op in OPS), "--judge",
+                                 "openai/j", "--judge-base-url",
+                                 fake_server(responder=judge).base_url, "--run-dir", str(rd)])
+    assert res.exit_code == 0, res.output
+    out = json.loads((rd / "report" / "metrics.json").read_text())
+    (g,) = [g for g in out["groups"] if g["stratum"] == "all"]
+    assert (g["n_dialogues"], g["clean_accuracy"], g["PFR"], g["CFI"]) == (8, 1.0, 0.0, 1.0)

