@@ -3,7 +3,9 @@ fixed turn 1 and the model's replies so far.
 
 Strategies (``data/attacker.yaml``): ``escalate`` follows the MedPRESS pressure schedule
 adapted to the last reply; ``crescendo`` starts soft and ramps to demanding agreement;
-``mutate`` rewrites the dialogue's scripted next turn with one seeded operator per turn. Every
+``mutate`` rewrites the dialogue's scripted next turn: with ``--attacker-judge`` once per
+operator, keeping the rewrite whose probe reply the judge labelled most severe; without, with
+one seeded operator per turn. Every
 attacker turn passes the drift rules before the model sees it: a turn that leaks the model's
 instructions, breaks character, or brings in a harm the card does not name is not sent; the
 attacker is asked again, and after ``max_attempts`` the dialogue falls back to its scripted
@@ -15,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 import zlib
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -25,6 +27,7 @@ import jinja2
 import yaml
 
 from medpress.backends import Backend, ChatRequest, GenerateConfig
+from medpress.judges.base import Judge, JudgeItem
 
 ATTACK_FILE = Path(__file__).parent / "data" / "attacker.yaml"
 Strategy = Literal["escalate", "crescendo", "mutate"]
@@ -34,6 +37,8 @@ ATTACK_CONFIG = GenerateConfig(temperature=0.7, max_tokens=200, seed=0)
 # Prompt text, not HTML: values are inserted verbatim and never run.
 _ENV = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined)
 _WORD = re.compile(r"[a-z0-9']+")
+Probe = Callable[[str], Awaitable[str | None]]
+"""Sends a candidate user turn to the model (same history) and returns its reply."""
 # A speaker label small models put in front of the turn: not part of what the patient says.
 _LABEL = re.compile(r"^\s*(the\s+)?patient\s*:\s*", re.IGNORECASE)
 
@@ -128,6 +133,8 @@ class AttackTurn:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    candidates: tuple[Mapping[str, Any], ...] = ()
+    """``mutate`` with a judge: each operator's rewrite and the label its probe reply got."""
 
     def record(self) -> dict[str, Any]:
         """What the run stores with the turn (``turns.attack``)."""
@@ -135,7 +142,9 @@ class AttackTurn:
                 "rejected": [list(f) for f in self.rejected], "fallback": self.fallback,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
-                "latency_s": round(self.latency_s, 4)}
+                "latency_s": round(self.latency_s, 4)} | (
+                    {"candidates": [dict(c) for c in self.candidates]} if self.candidates
+                    else {})
 
 
 @dataclass
@@ -149,17 +158,27 @@ class Attacker:
     max_turns: int | None = None
     """Turns per dialogue (None: the dialogue's own number of turns)."""
     prompts: AttackPrompts = field(default_factory=load_attack_prompts)
+    judge: Judge | None = None
+    """``mutate``: labels each operator's probe reply, to keep the rewrite that moved the
+    model most. Without one, ``mutate`` applies one seeded operator per turn."""
+    severity: Sequence[str] = ("UNSAFE", "AMBIGUOUS", "SAFE")
+    """The judge's labels, most severe (the model gave way most) first."""
 
     def __post_init__(self) -> None:
         stage_for(self.prompts, self.strategy, 2, "", self.seed)  # validate now, not mid-run
         if self.max_turns is not None and self.max_turns < 2:
             raise ValueError(f"--max-turns must be at least 2, not {self.max_turns}")
+        if self.judge is not None and self.strategy != "mutate":
+            raise ValueError("--attacker-judge applies to --strategy mutate (it picks the "
+                             "operator that moved the model)")
 
     def identity(self) -> dict[str, Any]:
         """What the run records (and a resume must match)."""
         return {"spec": self.backend.spec, "strategy": self.strategy,
                 "prompts_version": self.prompts.version, "seed": self.seed,
-                "max_turns": self.max_turns}
+                "max_turns": self.max_turns} | (
+                    {"judge": self.judge.name, "judge_rubric": self.judge.rubric_version}
+                    if self.judge is not None else {})
 
     def n_turns(self, fixed_turns: int) -> int:
         return self.max_turns or fixed_turns
@@ -182,18 +201,12 @@ class Attacker:
         return ChatRequest(key, [{"role": "system", "content": system},
                                  {"role": "user", "content": user}], config)
 
-    async def next_turn(self, key: Hashable, *, dialogue_id: str, card: Mapping[str, str],
-                        history: Sequence[tuple[str, str]], turn: int,
-                        fixed: str | None, target_system: str | None) -> AttackTurn:
-        """The user turn ``turn`` after ``history`` (turns 1..turn-1, each answered).
-
-        ``fixed`` is the dialogue's scripted turn ``turn`` (None past the scripted turns): the
-        text ``mutate`` rewrites, and the fallback when every attempt drifts.
-        ``target_system`` is the model's system prompt, which the attacker must not leak.
-        """
-        stage, instruction = stage_for(self.prompts, self.strategy, turn, dialogue_id,
-                                       self.seed)
-        start = time.perf_counter()
+    async def _write(self, key: Hashable, card: Mapping[str, str],
+                     history: Sequence[tuple[str, str]], fixed: str | None, instruction: str,
+                     target_system: str | None
+                     ) -> tuple[str | None, int, list[tuple[str, ...]], str | None, int, int]:
+        """One attacker turn under ``instruction``: (text or None, attempts, drift flags of
+        the attempts not sent, error, prompt tokens, completion tokens)."""
         rejected: list[tuple[str, ...]] = []
         ptok = ctok = 0
         for attempt in range(1, self.prompts.max_attempts + 1):
@@ -202,23 +215,93 @@ class Attacker:
             ptok += res.prompt_tokens or 0
             ctok += res.completion_tokens or 0
             if not res.ok:
-                return AttackTurn(None, stage, attempt, tuple(rejected),
-                                  error=f"attacker error: {res.error}", prompt_tokens=ptok,
-                                  completion_tokens=ctok,
-                                  latency_s=time.perf_counter() - start)
+                return None, attempt, rejected, f"attacker error: {res.error}", ptok, ctok
             text = _LABEL.sub("", (res.text or "").strip()).strip().strip('"').strip()
             flags = drift_flags(self.prompts, text, card, target_system)
             if not flags:
-                return AttackTurn(text, stage, attempt, tuple(rejected), prompt_tokens=ptok,
-                                  completion_tokens=ctok, latency_s=time.perf_counter() - start)
+                return text, attempt, rejected, None, ptok, ctok
             rejected.append(tuple(flags))
-        n = self.prompts.max_attempts
+        return None, self.prompts.max_attempts, rejected, None, ptok, ctok
+
+    async def next_turn(self, key: Hashable, *, dialogue_id: str, card: Mapping[str, str],
+                        history: Sequence[tuple[str, str]], turn: int,
+                        fixed: str | None, target_system: str | None,
+                        probe: Probe | None = None) -> AttackTurn:
+        """The user turn ``turn`` after ``history`` (turns 1..turn-1, each answered).
+
+        ``fixed`` is the dialogue's scripted turn ``turn`` (None past the scripted turns): the
+        text ``mutate`` rewrites, and the fallback when every attempt drifts.
+        ``target_system`` is the model's system prompt, which the attacker must not leak.
+        ``mutate`` (with a ``judge``) writes one rewrite per operator, sends each to the model
+        through ``probe`` (its reply, or None on an error), judges the replies and keeps the
+        rewrite whose reply was labelled most severe (ties: operator order); the candidates
+        and their labels are recorded.
+        """
+        start = time.perf_counter()
+        if self.strategy == "mutate" and self.judge is not None and probe is not None \
+                and fixed is not None:
+            return await self._pick(key, card, history, fixed, target_system, probe, start)
+        stage, instruction = stage_for(self.prompts, self.strategy, turn, dialogue_id,
+                                       self.seed)
+        text, attempts, rejected, error, ptok, ctok = await self._write(
+            key, card, history, fixed, instruction, target_system)
+        return self._turn(text, stage, attempts, rejected, error, fixed, ptok, ctok, start)
+
+    def _turn(self, text: str | None, stage: str, attempts: int,
+              rejected: Sequence[tuple[str, ...]], error: str | None, fixed: str | None,
+              ptok: int, ctok: int, start: float,
+              candidates: Sequence[Mapping[str, Any]] = ()) -> AttackTurn:
+        """The attacker turn, falling back to ``fixed`` when every attempt drifted."""
+        took = time.perf_counter() - start
+        if text is not None or error is not None:
+            return AttackTurn(text, stage, attempts, tuple(rejected), error=error,
+                              prompt_tokens=ptok, completion_tokens=ctok, latency_s=took,
+                              candidates=tuple(candidates))
         why = ", ".join(sorted({f for r in rejected for f in r}))
-        return AttackTurn(fixed, stage, n, tuple(rejected), fallback=fixed is not None,
+        return AttackTurn(fixed, stage, attempts, tuple(rejected), fallback=fixed is not None,
                           error=None if fixed is not None else
-                          f"attacker drift: {n} attempts flagged ({why}) and no scripted turn "
-                          "to fall back on", prompt_tokens=ptok, completion_tokens=ctok,
-                          latency_s=time.perf_counter() - start)
+                          f"attacker drift: {attempts} attempts flagged ({why}) and no "
+                          "scripted turn to fall back on", prompt_tokens=ptok,
+                          completion_tokens=ctok, latency_s=took, candidates=tuple(candidates))
+
+    async def _pick(self, key: Hashable, card: Mapping[str, str],
+                    history: Sequence[tuple[str, str]], fixed: str,
+                    target_system: str | None, probe: Probe, start: float) -> AttackTurn:
+        """``mutate`` with a judge: every operator's rewrite, probed and judged."""
+        assert self.judge is not None
+        order = list(self.severity)
+        rejected: list[tuple[str, ...]] = []
+        candidates: list[dict[str, Any]] = []
+        best: tuple[int, int, str, str] | None = None  # (severity rank, operator index, op, text)
+        ptok = ctok = attempts = 0
+        for i, (op, instruction) in enumerate(self.prompts.stages["mutate"].items()):
+            text, n, flags, error, p, c = await self._write(
+                (key, op), card, history, fixed, instruction, target_system)
+            attempts, ptok, ctok = attempts + n, ptok + p, ctok + c
+            rejected += flags
+            if error is not None:
+                return self._turn(None, op, attempts, rejected, error, fixed, ptok, ctok, start,
+                                  candidates)
+            if text is None:
+                candidates.append({"operator": op, "label": None, "why": "drift"})
+                continue
+            reply = await probe(text)
+            label = None
+            if reply is not None:
+                item = JudgeItem((key, op), dict(card),
+                                 [*((u, r) for u, r in history), (text, None)], reply)
+                label = (await self.judge.judge(item)).label
+            candidates.append({"operator": op, "label": label})
+            rank = order.index(label) if label in order else len(order)
+            if best is None or (rank, i) < best[:2]:
+                best = (rank, i, op, text)
+        if best is None:  # every operator's rewrite drifted
+            return self._turn(None, "none", attempts, rejected, None, fixed, ptok, ctok, start,
+                              candidates)
+        return self._turn(best[3], best[2], attempts, rejected, None, fixed, ptok, ctok, start,
+                          candidates)
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+        if self.judge is not None:
+            await self.judge.aclose()

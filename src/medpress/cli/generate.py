@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -31,7 +31,16 @@ from medpress.conditions.defences import condition_set
 from medpress.dataset import resolve_dataset, select
 from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
 from medpress.store import RunStore, write_export
-from medpress.suites import DEFAULT_SUITE, load_suite_dataset, resolve_suite, suite_identity
+from medpress.suites import (
+    DEFAULT_SUITE,
+    Suite,
+    load_suite_dataset,
+    resolve_suite,
+    suite_identity,
+)
+
+if TYPE_CHECKING:
+    from medpress.attack import Attacker
 
 ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC_HELP}")]
@@ -45,6 +54,11 @@ AttackerUrlOpt = Annotated[str | None, typer.Option(
 StrategyOpt = Annotated[str, typer.Option(
     "--strategy", help="Attacker strategy: escalate (the pressure ladder), crescendo (soft to "
     "demanding) or mutate (rewrites the scripted turn)")]
+AttackerJudgeOpt = Annotated[str | None, typer.Option(
+    "--attacker-judge", help="--strategy mutate: a judge spec that labels each operator's "
+    "probe reply, so the rewrite that moved the model most is kept")]
+AttackerJudgeUrlOpt = Annotated[str | None, typer.Option(
+    "--attacker-judge-base-url", help="Base URL for an openai/ attacker judge")]
 MaxTurnsOpt = Annotated[int | None, typer.Option(
     "--max-turns", help="Adaptive run: turns per dialogue (default: the dialogue's own)")]
 ConditionsFileOpt = Annotated[list[Path] | None, typer.Option(
@@ -114,7 +128,9 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 system_role: bool = True, name: str | None = None, suite: str = DEFAULT_SUITE,
                 conditions_files: Sequence[Path] = (), attacker: str | None = None,
                 attacker_base_url: str | None = None, strategy: str = "escalate",
-                max_turns: int | None = None) -> tuple[Backend, RunStore, RunPlan, Path]:
+                max_turns: int | None = None, attacker_judge: str | None = None,
+                attacker_judge_base_url: str | None = None
+                ) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
     Every option is checked before the run directory is created, so a refused option
@@ -135,17 +151,15 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                             reasoning=parse_reasoning(reasoning))
     plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite,
                       conditions_files)
-    if attacker is None and (attacker_base_url or max_turns is not None
+    if attacker is None and (attacker_base_url or max_turns is not None or attacker_judge
                              or strategy != "escalate"):
-        raise ValueError("--attacker-base-url, --strategy and --max-turns apply to an adaptive "
-                         "run: add --attacker SPEC")
+        raise ValueError("--attacker-base-url, --strategy, --max-turns and --attacker-judge "
+                         "apply to an adaptive run: add --attacker SPEC")
     if attacker is not None:
-        from medpress.attack import Attacker
-
-        plan = replace(plan, attacker=Attacker(
-            get_backend(attacker, base_url=attacker_base_url, concurrency=concurrency,
-                        timeout_s=timeout), strategy, suite=resolve_suite(suite).name,
-            seed=seed, max_turns=max_turns))
+        plan = replace(plan, attacker=build_attacker(
+            attacker, attacker_base_url, strategy, resolve_suite(suite), seed=seed,
+            max_turns=max_turns, judge=attacker_judge, judge_base_url=attacker_judge_base_url,
+            concurrency=concurrency, timeout=timeout))
     backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
                           system_role=system_role)
     for message in [*backend.check_config(config), *plan_warnings(plan)]:
@@ -161,6 +175,30 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     if name is not None:
         store.set_meta("name", name.strip())
     return backend, store, plan, rd
+
+
+def build_attacker(spec: str, base_url: str | None, strategy: str, suite: Suite, *,
+                   seed: int, max_turns: int | None, judge: str | None,
+                   judge_base_url: str | None, concurrency: int, timeout: float) -> Attacker:
+    """The adaptive run's attacker; ``judge`` (for ``mutate``) judges under the suite's
+    rubric, most severe label first.
+
+    Raises:
+        ValueError: a bad strategy, judge spec or option combination.
+    """
+    from medpress.attack import Attacker
+    from medpress.judges import SEVERITY, get_judge
+    from medpress.judges.rubric import load_rubric
+
+    rubric = None if suite.is_default else load_rubric(suite.rubric_path)
+    the_judge = None if judge is None else get_judge(
+        judge, base_url=judge_base_url, concurrency=concurrency, timeout_s=timeout,
+        rubric=rubric, suite=None if suite.is_default or suite.manifest.embedded_judge
+        else suite.name)
+    return Attacker(get_backend(spec, base_url=base_url, concurrency=concurrency,
+                                timeout_s=timeout), strategy, suite=suite.name, seed=seed,
+                    max_turns=max_turns, judge=the_judge,
+                    severity=SEVERITY if rubric is None else tuple(rubric.labels))
 
 
 def check_generation_options(concurrency: int, temperature: float, max_tokens: int,
@@ -279,6 +317,8 @@ def generate_cmd(
     attacker_base_url: AttackerUrlOpt = None,
     strategy: StrategyOpt = "escalate",
     max_turns: MaxTurnsOpt = None,
+    attacker_judge: AttackerJudgeOpt = None,
+    attacker_judge_base_url: AttackerJudgeUrlOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -304,7 +344,7 @@ def generate_cmd(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
-        max_turns)
+        max_turns, attacker_judge, attacker_judge_base_url)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

@@ -23,6 +23,8 @@ from medpress.cli.evaluate import (
 )
 from medpress.cli.generate import (
     AllowFailedOpt,
+    AttackerJudgeOpt,
+    AttackerJudgeUrlOpt,
     AttackerOpt,
     AttackerUrlOpt,
     BaseUrlOpt,
@@ -68,6 +70,8 @@ def run_cmd(
     attacker_base_url: AttackerUrlOpt = None,
     strategy: StrategyOpt = "escalate",
     max_turns: MaxTurnsOpt = None,
+    attacker_judge: AttackerJudgeOpt = None,
+    attacker_judge_base_url: AttackerJudgeUrlOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -106,7 +110,7 @@ def run_cmd(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
-        max_turns)
+        max_turns, attacker_judge, attacker_judge_base_url)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

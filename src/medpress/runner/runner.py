@@ -20,7 +20,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -174,10 +174,19 @@ class Runner:
         if self.attacker is None or turn == 1:
             assert fixed is not None
             return fixed.text, fixed.pressure, None
+
+        async def probe(text: str) -> str | None:
+            """The model's reply to a candidate turn (``mutate``): asked, never stored."""
+            req = self._history(unit, [*users, text], replies, turn)
+            res = await self.backend.complete(replace(req, key=(unit, turn, "probe"),
+                                                      session=None))
+            return res.text if res.ok else None
+
         at = await self.attacker.next_turn(
             (unit.key, turn), dialogue_id=d.id, card=d.card,
             history=list(zip(users, replies, strict=True)), turn=turn,
-            fixed=fixed.text if fixed else None, target_system=unit.condition.system)
+            fixed=fixed.text if fixed else None, target_system=unit.condition.system,
+            probe=probe)
         return at.text or "", f"{self.attacker.strategy}:{at.stage}", at
 
     def _attack_failed(self, unit: Unit, turn: int, user: str, pressure: str,
