@@ -30,7 +30,7 @@ from medpress.conditions import DEFAULT_CONDITIONS
 from medpress.conditions.defences import condition_set
 from medpress.dataset import resolve_dataset, select
 from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
-from medpress.store import RunStore, write_export
+from medpress.store import RunStore, in_progress_note, write_export
 from medpress.suites import (
     DEFAULT_SUITE,
     Suite,
@@ -171,9 +171,14 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
         asyncio.run(plan.attacker.backend.preflight("--attacker-base-url"))
     rd = run_dir or default_run_dir(model)
     store = RunStore(rd)
-    check_resume(store, plan, backend)  # before any progress is shown or anything is written
-    if name is not None:
-        store.set_meta("name", name.strip())
+    store.lock("generate", f"generate {model}")  # one writer per run, before anything else
+    try:
+        check_resume(store, plan, backend)  # before any progress is shown or anything written
+        if name is not None:
+            store.set_meta("name", name.strip())
+    except BaseException:
+        store.unlock("generate")
+        raise
     return backend, store, plan, rd
 
 
@@ -368,6 +373,8 @@ def export_cmd(
         raise ValueError(f"--format must be jsonl or csv, not {fmt!r}")
     kind: Literal["jsonl", "csv"] = "csv" if fmt.lower() == "csv" else "jsonl"
     store = RunStore.open_existing(run_dir)
+    if live := in_progress_note(store):
+        warn(live)
     labels, desc = None, None
     if store.judges():
         labels, desc = turn_labels(store, judge)

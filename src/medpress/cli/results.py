@@ -26,7 +26,7 @@ from medpress.metrics import (
 from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_corrected
 from medpress.reports import write_report
 from medpress.reports.html_data import RunTranscripts
-from medpress.store import RunStore
+from medpress.store import RunStore, in_progress_note
 from medpress.suites import Suite, resolve_suite
 
 RunJudgeOpt = Annotated[str | None, typer.Option(
@@ -147,6 +147,8 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
                                 stored=len(r)))
         if flagged := review_note(store, view, name):
             notes.append(flagged)
+        if live := in_progress_note(store, name):
+            notes.insert(0, live)
     if len(set(descs)) > 1:
         notes.insert(0, "these runs were labelled by different judges, so their numbers are "
                         "not comparable: " + "; ".join(

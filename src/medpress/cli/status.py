@@ -41,6 +41,8 @@ class RunState:
     judges: list[JudgeState]
     next_steps: list[str]
     problem: str | None = None
+    generating: dict[str, Any] | None = None
+    """Who is generating the run right now (another process), or None."""
 
     @property
     def missing(self) -> int | None:
@@ -78,7 +80,7 @@ def run_state(run_dir: Path, dataset: Path | None = None) -> RunState:
         judges.append(JudgeState(name, version, labelled, unjudged, dict(reasons.most_common())))
     state = RunState(str(run_dir), (prov.get("model") or {}).get("spec"), prov.get("name"),
                      params, ds_meta, planned, generated, failed, store.reply_issues(), judges,
-                     [], problem)
+                     [], problem, store.active("generate"))
     state.next_steps = next_steps(state)
     store.close()
     return state
@@ -88,9 +90,13 @@ def next_steps(s: RunState) -> list[str]:
     """The commands that move the run on, most urgent first."""
     steps = []
     n_failed = sum(s.failed.values())
+    if s.generating is not None:
+        steps.append(f"wait: pid {s.generating.get('pid')} on {s.generating.get('host')} is "
+                     "still generating this run (judge, metrics, report and export work now, "
+                     "on the turns stored so far)")
     if s.problem is not None:
         steps.append(f"medpress status {s.run_dir} --dataset PATH (the run's dialogues moved)")
-    if s.missing:
+    if s.missing and s.generating is None:
         steps.append(f"resume generation: the same `medpress generate` command with --run-dir "
                      f"{s.run_dir} ({s.missing} turn(s) to go)")
     if n_failed:

@@ -72,10 +72,25 @@ async def judge_run(store: RunStore, ds: Dataset, judge: Judge,
     """Judge every reply this judge (and rubric version) has not labelled yet.
 
     Earlier failed verdicts of the same judge are dropped and retried; labels already stored,
-    by this or any other judge, are never touched. Empty replies (and truncated ones unless
-    ``judge_truncated``) are stored as unjudged with the reason, and counted in the summary's
-    ``not_judged``; they also count in ``unjudged``.
+    by this or any other judge, are never touched. It may run while the run is still being
+    generated (it judges the replies stored so far; call it again to catch up); two judging
+    processes on one run are refused (:meth:`RunStore.lock`). Empty replies (and truncated
+    ones unless ``judge_truncated``) are stored as unjudged with the reason, and counted in
+    the summary's ``not_judged``; they also count in ``unjudged``.
     """
+    took = not store.holds("judge")
+    if took:
+        store.lock("judge", f"judge {judge.name}")
+    try:
+        return await _judge_run(store, ds, judge, on_result, judge_truncated)
+    finally:
+        if took:
+            store.unlock("judge")
+
+
+async def _judge_run(store: RunStore, ds: Dataset, judge: Judge,
+                     on_result: Callable[[Judgment], None] | None,
+                     judge_truncated: bool) -> JudgeSummary:
     store.delete_unjudged(judge.name, judge.rubric_version)
     done = store.judged_keys(judge.name, judge.rubric_version)
     summary = JudgeSummary(judge.name, judge.rubric_version, skipped=len(done))

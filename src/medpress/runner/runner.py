@@ -341,10 +341,22 @@ async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurre
     Raises:
         ValueError: for settings the backend would drop (``Backend.check_config``), before
             anything is stored.
-        StoreError: for a resume with other settings (:func:`prepare_store`).
+        StoreError: for a resume with other settings (:func:`prepare_store`), another
+            process generating into the same run (:meth:`RunStore.lock`), or a store that
+            cannot be written (full disk, read-only).
         RunRejected: when the first request is refused for good (the store stays resumable).
     """
     backend.check_config(plan.config)
+    if not store.holds("generate"):
+        store.lock("generate", f"generate {backend.spec}")
+    try:
+        return await _generate(backend, store, plan, concurrency, on_result, retry_failed)
+    finally:  # also a lock the CLI took before checking the resume
+        store.unlock("generate")
+
+
+async def _generate(backend: Backend, store: RunStore, plan: RunPlan, concurrency: int,
+                    on_result: ResultHook | None, retry_failed: bool) -> RunSummary:
     prepare_store(store, plan, backend)
     if retry_failed:
         store.delete_failed()
