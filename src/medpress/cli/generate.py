@@ -29,7 +29,7 @@ from medpress.cli.suites import SuiteOpt
 from medpress.conditions import DEFAULT_CONDITIONS
 from medpress.conditions.defences import condition_set
 from medpress.dataset import resolve_dataset, select
-from medpress.runner import RunPlan, RunRejected, RunSummary, check_resume, generate
+from medpress.runner import Budget, RunPlan, RunRejected, RunSummary, check_resume, generate
 from medpress.store import RunStore, in_progress_note, write_export
 from medpress.suites import (
     DEFAULT_SUITE,
@@ -61,6 +61,18 @@ AttackerJudgeUrlOpt = Annotated[str | None, typer.Option(
     "--attacker-judge-base-url", help="Base URL for an openai/ attacker judge")]
 MaxTurnsOpt = Annotated[int | None, typer.Option(
     "--max-turns", help="Adaptive run: turns per dialogue (default: the dialogue's own)")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the requests, estimated tokens and cost of the run, and stop "
+    "(nothing is created or sent)")]
+MaxTotalTokensOpt = Annotated[int | None, typer.Option(
+    "--max-total-tokens", help="Stop cleanly once the run's stored turns used this many "
+    "tokens (prompt + completion); a later call with a higher cap resumes")]
+MaxCostOpt = Annotated[float | None, typer.Option(
+    "--max-cost", help="Stop cleanly once the run has cost this many dollars (needs the "
+    "model's price: --prices)")]
+PricesOpt = Annotated[Path | None, typer.Option(
+    "--prices", help="Your price table ($ per million tokens; format of the shipped "
+    "backends/data/prices.yaml)")]
 ConditionsFileOpt = Annotated[list[Path] | None, typer.Option(
     "--conditions-file", help="A YAML file of your own conditions (defences), named in "
     "--conditions like the shipped ones; repeatable (docs/defences.md)")]
@@ -182,6 +194,56 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
     return backend, store, plan, rd
 
 
+def dry_run(model: str, dataset: Path | None, conditions: str, sample: int | None,
+            ids: str | None, starter: bool, seed: int, max_tokens: int, repeats: int,
+            suite: str, conditions_files: Sequence[Path], max_turns: int | None,
+            prices: Path | None) -> None:
+    """Print what the run would send (requests, upper-bound tokens, cost when priced); it
+    creates and sends nothing."""
+    from medpress.runner.estimate import CHARS_PER_TOKEN, estimate
+
+    plan = build_plan(dataset, conditions, sample, ids, starter, seed,
+                      GenerateConfig(max_tokens=max_tokens, seed=seed), repeats, suite,
+                      conditions_files)
+    est = estimate(plan, model, prices, max_turns)
+    table = Table(title=f"dry run: {model}", show_header=False)
+    table.add_row("dialogues × conditions × repeats",
+                  f"{len(plan.dataset)} × {len(plan.conditions)} × {plan.repeats}")
+    table.add_row("requests", f"{est.requests:,}")
+    table.add_row("prompt tokens (estimate)", f"{est.prompt_tokens:,}")
+    table.add_row("completion tokens (ceiling)", f"{est.completion_tokens:,}")
+    table.add_row("cost", "no price for this model (add one with --prices FILE)"
+                  if est.cost is None else f"${est.cost:,.2f} at most")
+    console.print(table)
+    console.print(f"Tokens: {CHARS_PER_TOKEN} characters per token, each reply at --max-tokens "
+                  f"{max_tokens} (a ceiling), the conversation resent every turn.")
+
+
+def spend_budget(model: str, max_total_tokens: int | None, max_cost: float | None,
+                 prices: Path | None) -> Budget | None:
+    """The run's caps; None when neither is set.
+
+    Raises:
+        ValueError: a cap below 1 token / 0 dollars, or ``--max-cost`` for a model the price
+            table has no price for.
+    """
+    from medpress.runner.estimate import PRICES_FILE, price_for
+
+    if max_total_tokens is None and max_cost is None:
+        return None
+    if max_total_tokens is not None:
+        at_least("--max-total-tokens", max_total_tokens, 1)
+    price = None
+    if max_cost is not None:
+        if max_cost <= 0:
+            raise ValueError(f"--max-cost must be more than 0, not {max_cost}")
+        price = price_for(model, prices or PRICES_FILE)
+        if price is None:
+            raise ValueError(f"--max-cost needs a price for {model}: add one to a price table "
+                             f"and pass it with --prices FILE")
+    return Budget(max_total_tokens, max_cost, price)
+
+
 def build_attacker(spec: str, base_url: str | None, strategy: str, suite: Suite, *,
                    seed: int, max_turns: int | None, judge: str | None,
                    judge_base_url: str | None, concurrency: int, timeout: float) -> Attacker:
@@ -249,7 +311,8 @@ def parse_reasoning(value: str | None) -> Reasoning | None:
 
 def run_generation(backend: Backend, store: RunStore, plan: RunPlan, concurrency: int,
                    retry_failed: bool = False, allow_failed: bool = False, *,
-                   again: str = "the same command", next_step: str = "") -> RunSummary:
+                   again: str = "the same command", next_step: str = "",
+                   budget: Budget | None = None) -> RunSummary:
     """Generate with progress bars; prints the summary.
 
     Turns that failed in an earlier session and are not retried are pointed out before the
@@ -272,12 +335,16 @@ def run_generation(backend: Backend, store: RunStore, plan: RunPlan, concurrency
     try:
         with TurnProgress(totals, done) as prog:
             summary = asyncio.run(generate(backend, store, plan, concurrency=concurrency,
-                                           on_result=prog.hook, retry_failed=retry_failed))
+                                           on_result=prog.hook, retry_failed=retry_failed,
+                                           budget=budget))
     except RunRejected as e:
         raise fail(str(e)) from None
     except KeyboardInterrupt:
         raise interrupted(store.count_turns(), "turns", again) from None
     print_summary(summary, store.reply_issues())
+    if summary.capped:
+        warn(f"stopped at {summary.capped}: every turn so far is stored; run {again} with a "
+             "higher cap to go on")
     if summary.failed_turns and not allow_failed:
         kinds = ", ".join(f"{k}: {v}" for k, v in summary.failures.most_common())
         raise fail(f"{summary.failed_turns} turn(s) failed permanently ({kinds}){next_step}; "
@@ -324,6 +391,10 @@ def generate_cmd(
     max_turns: MaxTurnsOpt = None,
     attacker_judge: AttackerJudgeOpt = None,
     attacker_judge_base_url: AttackerJudgeUrlOpt = None,
+    dry_run_: DryRunOpt = False,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    prices: PricesOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -345,6 +416,11 @@ def generate_cmd(
 
     Exits 1 when a turn fails permanently (unless --allow-failed), 130 on Ctrl-C.
     """
+    if dry_run_:
+        dry_run(model, dataset, suite_conditions(conditions, suite), sample, ids, starter, seed,
+                max_tokens, repeats, suite, conditions_file or [], max_turns, prices)
+        return
+    budget = spend_budget(model, max_total_tokens, max_cost, prices)
     backend, store, plan, rd = prepare_run(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
@@ -353,7 +429,7 @@ def generate_cmd(
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,
-                   again=same_command(run_dir, rd))
+                   again=same_command(run_dir, rd), budget=budget)
     console.print(f"run directory: [bold]{rd}[/]")
 
 

@@ -32,11 +32,15 @@ from medpress.cli.generate import (
     ConditionsFileOpt,
     ConditionsOpt,
     DatasetOpt,
+    DryRunOpt,
     IdsOpt,
+    MaxCostOpt,
     MaxTokOpt,
+    MaxTotalTokensOpt,
     MaxTurnsOpt,
     ModelOpt,
     NameOpt,
+    PricesOpt,
     ReasoningOpt,
     RepeatsOpt,
     RetryFailedOpt,
@@ -48,9 +52,11 @@ from medpress.cli.generate import (
     SystemRoleOpt,
     TempOpt,
     TimeoutOpt,
+    dry_run,
     prepare_run,
     run_generation,
     same_command,
+    spend_budget,
     suite_conditions,
 )
 from medpress.cli.results import make_report, print_labels, print_table, rows_from_runs
@@ -72,6 +78,10 @@ def run_cmd(
     max_turns: MaxTurnsOpt = None,
     attacker_judge: AttackerJudgeOpt = None,
     attacker_judge_base_url: AttackerJudgeUrlOpt = None,
+    dry_run_: DryRunOpt = False,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    prices: PricesOpt = None,
     sample: SampleOpt = None,
     ids: IdsOpt = None,
     starter: StarterOpt = False,
@@ -102,6 +112,11 @@ def run_cmd(
     Stops with exit 1 before judging when a turn failed permanently (unless --allow-failed)
     or when a judge could judge nothing; 130 on Ctrl-C (the same command resumes).
     """
+    if dry_run_:
+        dry_run(model, dataset, suite_conditions(conditions, suite), sample, ids, starter, seed,
+                max_tokens, repeats, suite, conditions_file or [], max_turns, prices)
+        return
+    budget = spend_budget(model, max_total_tokens, max_cost, prices)
     # every judge option before any generation: a typo must not cost a whole run
     check_judge_options(judge, judge_base_url, judge_concurrency, "--judge-concurrency")
     check_judge_settings(judge, judge_reasoning, judge_max_tokens)
@@ -114,7 +129,7 @@ def run_cmd(
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,
-                   again=again, next_step="; nothing was judged")
+                   again=again, next_step="; nothing was judged", budget=budget)
     console.rule("2/3 judge")
     summaries = judge_store(store, judge, judge_base_url, judge_concurrency, dataset,
                             judge_reasoning, judge_max_tokens, judge_truncated, again=again)

@@ -11,6 +11,7 @@ from medpress.runner.plan import (
 from medpress.runner.run_dataset import run_dataset
 from medpress.runner.runner import (
     REJECTED_KINDS,
+    Budget,
     Runner,
     RunRejected,
     RunSummary,
@@ -19,6 +20,6 @@ from medpress.runner.runner import (
     prepare_store,
 )
 
-__all__ = ["REJECTED_KINDS", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
+__all__ = ["REJECTED_KINDS", "Budget", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
            "check_resume", "dataset_difference", "generate", "planned_turns", "prepare_store",
            "resume_settings", "run_dataset", "unit_turns"]

@@ -53,6 +53,28 @@ class RunRejected(RuntimeError):
             "key, then run the same command again to resume.")
 
 
+@dataclass(frozen=True)
+class Budget:
+    """Caps on a run's spend, over every stored turn of the run (so a later call with a higher
+    cap resumes): total tokens (prompt + completion, as the server reports them) and cost from
+    ``price`` ($ per million ``input`` / ``output`` tokens). Checked before each request; the
+    requests in flight when a cap is reached finish and are stored."""
+
+    max_total_tokens: int | None = None
+    max_cost: float | None = None
+    price: dict[str, float] | None = None
+
+    def reached(self, prompt: int, completion: int) -> str | None:
+        """Which cap ``prompt``/``completion`` tokens reach, as a phrase; None below both."""
+        if self.max_total_tokens is not None and prompt + completion >= self.max_total_tokens:
+            return f"--max-total-tokens {self.max_total_tokens} ({prompt + completion} used)"
+        if self.max_cost is not None and self.price is not None:
+            cost = (prompt * self.price["input"] + completion * self.price["output"]) / 1e6
+            if cost >= self.max_cost:
+                return f"--max-cost {self.max_cost:g} (${cost:.4f} spent)"
+        return None
+
+
 @dataclass
 class RunSummary:
     """What one invocation did (not the whole run's history)."""
@@ -69,12 +91,14 @@ class RunSummary:
     reply_issues: Counter[str] = field(default_factory=Counter)
     # Adaptive runs: attacker turns written, fallbacks to the scripted turn, drifted attempts.
     attacker: Counter[str] = field(default_factory=Counter)
+    capped: str | None = None
+    """The spend cap that stopped the run (a phrase), or None."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"turns_done": self.turns_done, "turns_skipped": self.turns_skipped,
                 "failed_turns": self.failed_turns, "failures": dict(self.failures),
                 "retries": dict(self.retries), "reply_issues": dict(self.reply_issues),
-                "attacker": dict(self.attacker),
+                "attacker": dict(self.attacker), "capped": self.capped,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "elapsed_s": self.elapsed_s}
 
@@ -137,9 +161,12 @@ class Runner:
     """Drives one plan against one backend and store."""
 
     def __init__(self, backend: Backend, store: RunStore, plan: RunPlan, *,
-                 concurrency: int = 32, on_result: ResultHook | None = None) -> None:
+                 concurrency: int = 32, on_result: ResultHook | None = None,
+                 budget: Budget | None = None) -> None:
         self.backend = backend
         self.attacker = plan.attacker
+        self.budget = budget
+        self._used = store.token_totals() if budget is not None else (0, 0)
         self.store = store
         self.plan = plan
         limit = backend.max_concurrency
@@ -215,6 +242,8 @@ class Runner:
         s.turns_done += 1
         s.prompt_tokens += res.prompt_tokens or 0
         s.completion_tokens += res.completion_tokens or 0
+        self._used = (self._used[0] + (res.prompt_tokens or 0),
+                      self._used[1] + (res.completion_tokens or 0))
         s.retries.update(res.retries)
         if at is not None:
             s.attacker["turns"] += 1
@@ -227,6 +256,14 @@ class Runner:
             s.reply_issues[issue] += 1
         if self.on_result is not None:
             self.on_result(unit.condition.name, res)
+
+    def _stop(self) -> bool:
+        """Whether to send no more requests: a refusal, or a spend cap reached."""
+        if self.rejected is not None or self.summary.capped is not None:
+            return True
+        if self.budget is not None:
+            self.summary.capped = self.budget.reached(*self._used)
+        return self.summary.capped is not None
 
     def _keep(self, res: ChatResult, turn: int) -> bool:
         """Whether to store ``res``; False for the first result when it is a rejection, and
@@ -271,7 +308,7 @@ class Runner:
 
         async def worker() -> None:
             for unit in units:  # shared iterator: each unit is taken by one worker
-                if self.rejected is not None:
+                if self._stop():
                     return
                 begin = self._start(unit)
                 if begin is None:
@@ -285,7 +322,7 @@ class Runner:
                     users.append(user)
                     request = self._history(unit, users, replies, turn)
                     async with slots:
-                        if self.rejected is not None:  # refused while this one waited
+                        if self._stop():  # refused or capped while this one waited
                             return
                         res = await self.backend.complete(request)
                     if self._keep(res, turn):
@@ -303,7 +340,7 @@ class Runner:
             if begin is not None:
                 live[unit.key] = (unit, *begin)
         turn = 1
-        while live:
+        while live and not self._stop():
             due = [v for v in live.values() if v[1] <= turn]
             asked = await asyncio.gather(*(self._user(u, us, r, turn) for u, _, us, r in due))
             batch = []
@@ -330,8 +367,8 @@ class Runner:
 
 
 async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurrency: int = 32,
-                   on_result: ResultHook | None = None, retry_failed: bool = False
-                   ) -> RunSummary:
+                   on_result: ResultHook | None = None, retry_failed: bool = False,
+                   budget: Budget | None = None) -> RunSummary:
     """Prepare the store, run every missing turn, and close the backend.
 
     With ``retry_failed`` the turns that failed permanently before are deleted first, so
@@ -350,19 +387,21 @@ async def generate(backend: Backend, store: RunStore, plan: RunPlan, *, concurre
     if not store.holds("generate"):
         store.lock("generate", f"generate {backend.spec}")
     try:
-        return await _generate(backend, store, plan, concurrency, on_result, retry_failed)
+        return await _generate(backend, store, plan, concurrency, on_result, retry_failed,
+                               budget)
     finally:  # also a lock the CLI took before checking the resume
         store.unlock("generate")
 
 
 async def _generate(backend: Backend, store: RunStore, plan: RunPlan, concurrency: int,
-                    on_result: ResultHook | None, retry_failed: bool) -> RunSummary:
+                    on_result: ResultHook | None, retry_failed: bool,
+                    budget: Budget | None) -> RunSummary:
     prepare_store(store, plan, backend)
     if retry_failed:
         store.delete_failed()
     try:
         summary = await Runner(backend, store, plan, concurrency=concurrency,
-                               on_result=on_result).run()
+                               on_result=on_result, budget=budget).run()
     finally:
         await backend.aclose()
         if plan.attacker is not None:

@@ -366,6 +366,12 @@ class RunStore:
                               "ORDER BY condition, repeat, dialogue_id, turn"):
             yield dict(zip(TURN_COLUMNS, row, strict=True))
 
+    def token_totals(self) -> tuple[int, int]:
+        """(prompt, completion) tokens of every stored turn (as the servers reported them)."""
+        p, c = self.conn.execute("SELECT COALESCE(SUM(prompt_tokens), 0), "
+                                 "COALESCE(SUM(completion_tokens), 0) FROM turns").fetchone()
+        return int(p), int(c)
+
     def count_turns(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
 
