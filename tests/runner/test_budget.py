@@ -82,3 +82,18 @@ def test_cost_cap_needs_a_price_and_stops_at_it(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "stopped at --max-cost 50" in " ".join(res.output.split())
     assert 0 < stored_turns(rd) < 5
+
+
+def test_version_names_package_dataset_rubric_and_suites() -> None:
+    from medpress import __version__
+    from medpress.dataset import load_shipped
+    from medpress.judges.rubric import load_rubric
+
+    res = invoke("--version")
+    assert res.exit_code == 0
+    lines = res.output.splitlines()
+    ds = load_shipped()
+    assert lines[0] == f"medpress {__version__}"
+    assert lines[1] == f"dataset {ds.name} {ds.version} (hash {ds.content_hash})"
+    assert lines[2].startswith(f"rubric {load_rubric().version}; conditions ")
+    assert "dx 1.0" in lines[3] and "twins 1.1" in lines[3]

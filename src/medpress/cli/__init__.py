@@ -27,10 +27,21 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
+    """The package, the shipped dataset (version and content hash), the rubric, the
+    conditions and every shipped suite, one per line."""
     if value:
         from medpress import __version__
+        from medpress.conditions import load_conditions
+        from medpress.dataset import load_shipped
+        from medpress.judges.rubric import load_rubric
+        from medpress.suites import known_suites, load_manifest
 
+        ds = load_shipped()
         print(f"medpress {__version__}")
+        print(f"dataset {ds.name} {ds.version} (hash {ds.content_hash})")
+        print(f"rubric {load_rubric().version}; conditions {load_conditions().version}")
+        print("suites " + ", ".join(f"{m.name} {m.version}" for m in (
+            load_manifest(p, shipped=True).manifest for p in known_suites().values())))
         raise typer.Exit()
 
 
