@@ -6,7 +6,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,10 +24,11 @@ from medpress.metrics import (
     read_labels,
 )
 from medpress.metrics.corrected import CorrectedGroup, Estimate, matrix_corrected
-from medpress.reports import write_report
-from medpress.reports.html_data import RunTranscripts
 from medpress.store import RunStore, in_progress_note
 from medpress.suites import Suite, resolve_suite
+
+if TYPE_CHECKING:  # matplotlib comes with the reports: only when a report is made
+    from medpress.reports.html_data import RunTranscripts
 
 RunJudgeOpt = Annotated[str | None, typer.Option(
     "--judge", help="Whose labels: a judge name (its newest rubric version), NAME@VERSION, "
@@ -122,6 +123,7 @@ def rows_from_runs(run_dirs: list[Path], judge: str | None,
     is unfinished or has failed turns, and when replies were empty or cut off.
     """
     from medpress.judges.embedded import labels_note
+    from medpress.reports.html_data import RunTranscripts
     from medpress.runner import planned_turns, run_dataset, unit_turns
 
     stores = [RunStore.open_existing(rd) for rd in run_dirs]
@@ -418,6 +420,8 @@ def make_report(run_dirs: list[Path], out: Path | None, judge: str | None,
                                   labels=list(rubric.labels), notes=runs.notes, n_boot=n_boot,
                                   seed=seed, html=html, modes=list(rubric.failure_modes),
                                   transcripts=runs.transcripts)
+    from medpress.reports import write_report
+
     corrected, note = (gold_corrected(run_dirs[0], runs.rows, gold, dataset, n_boot, seed)
                        if gold is not None else ([], None))
     return write_report(out_dir, runs.rows, runs.provenance, judge=runs.judge,
