@@ -39,7 +39,7 @@ def bare_loop(db: Path, plan: RunPlan) -> int:
             reply = backend.reply(ChatRequest(0, build_messages(unit.condition.system, pairs)))
             conn.execute(sql, (unit.condition.name, 0, unit.dialogue.id, t, unit.dialogue.family,
                                turn.pressure, turn.text, reply, None, 0, len(reply.split()), 0.0,
-                               None, None, 1, None, time.time(), "stop"))
+                               None, None, 1, None, time.time(), "stop", None))
             replies.append(reply)
             n += 1
     conn.close()
