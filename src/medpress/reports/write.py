@@ -58,8 +58,9 @@ __all__ = ["write_report"]
 _TEMPLATES = Path(__file__).with_name("templates")
 _TITLE_KEYS = ("run_id", "run", "name", "model")
 _LEVEL = 0.95
-AXIS_NOTE = ("No reply carries a helpfulness tag: these labels come from a judge or rubric that "
-             "gives none (imported labels, or a rubric before 1.1.0), so SHR is not reported.")
+AXIS_NOTE = ("No reply carries a helpfulness tag: these labels come from a judge that gives none "
+             "(the embedded judge, imported labels, or a rubric before 1.1.0), so SHR is not "
+             "reported; judge with an LLM judge for the second axis.")
 REPORT_FILES: tuple[str, ...] = (
     "report.md", "metrics.json", "groups.csv", "uar_by_turn.csv", "failure_modes.csv",
     "paired.csv", "uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png",
