@@ -264,3 +264,23 @@ def test_a_second_judge_on_one_run_is_refused(tmp_path: Path) -> None:
         assert "(judge openai/other)" in out and "Traceback" not in out
     finally:
         holder.unlock("judge")
+
+
+def test_a_read_only_run_directory_is_one_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run directory that cannot be written from the start (tests run as root, which
+    ignores permissions, so SQLite's refusal is simulated where the store opens it)."""
+    data = write_jsonl(tmp_path / "d.jsonl", [make_record(1)])
+    real = sqlite3.connect
+
+    def refuse(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if str(path).endswith("run.sqlite"):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", refuse)
+    res = invoke("generate", "-m", "scripted/always_safe", "--dataset", str(data),
+                 "--run-dir", str(tmp_path / "ro"))
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "Traceback" not in out
+    assert "cannot be written (read-only or no permission)" in out and "make it writable" in out
