@@ -40,11 +40,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_fake_server(latency_s: float) -> tuple[subprocess.Popen[bytes], str]:
-    """The fake OpenAI-compatible server in its own process, so it has its own event loop."""
+def start_fake_server(latency_s: float, slots: int = 0) -> tuple[subprocess.Popen[bytes], str]:
+    """The fake OpenAI-compatible server in its own process, so it has its own event loop;
+    ``slots`` caps the requests it serves at once (0: no cap)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "medpress.testing", "fake-server", "--port",
-                             str(port), "--latency", str(latency_s)],
+                             str(port), "--latency", str(latency_s), "--slots", str(slots)],
                             stdout=subprocess.DEVNULL, env={"PYTHONPATH": str(ROOT / "src")})
     for _ in range(200):
         try:

@@ -100,6 +100,9 @@ class Backend(ABC):
     spec: str = ""
     # Most requests the backend can serve at once (e.g. its worker count); None = no limit.
     max_concurrency: int | None = None
+    # Servers sharing the load, each taking ``concurrency`` requests: the runner keeps
+    # ``concurrency * replicas`` in flight.
+    replicas: int = 1
 
     @abstractmethod
     async def complete(self, request: ChatRequest) -> ChatResult: ...

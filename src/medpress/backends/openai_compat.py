@@ -14,6 +14,8 @@ import os
 import random
 import socket
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +38,12 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 # How long the preflight waits for a TCP connection: a live server accepts in milliseconds.
 PREFLIGHT_TIMEOUT_S = 10.0
+# A replica that failed is skipped for this long (doubling per failure in a row, capped), so
+# a dead one does not draw traffic by answering fastest.
+REPLICA_COOLDOWN_S = (1.0, 30.0)
+# Failures a request retries on another replica at once, without backing off: the fault is
+# the replica's (a 429 is the client's, so it backs off wherever it goes).
+FAILOVER_KINDS = frozenset({"connection", "timeout", "http_5xx", "bad_response"})
 
 
 class RetryPolicy:
@@ -89,6 +97,42 @@ def _status_kind(status: int) -> str:
     return "http_5xx" if status >= 500 else f"http_{status}"
 
 
+@dataclass
+class Endpoint:
+    """One replica: its URL, its own concurrency limit and its health."""
+
+    base_url: str
+    sem: asyncio.Semaphore
+    in_flight: int = 0
+    served: int = 0
+    failures_in_row: int = 0
+    cool_until: float = 0.0
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def failed(self, kind: str) -> None:
+        self.failures[kind] = self.failures.get(kind, 0) + 1
+        if kind in FAILOVER_KINDS:
+            self.failures_in_row += 1
+            low, high = REPLICA_COOLDOWN_S
+            self.cool_until = time.monotonic() + min(high, low * 2 ** (self.failures_in_row - 1))
+
+    def succeeded(self) -> None:
+        self.served += 1
+        self.failures_in_row, self.cool_until = 0, 0.0
+
+
+def _base_urls(base_url: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The replicas' URLs, trailing slashes dropped, each once, in order.
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    urls = [base_url] if isinstance(base_url, str) else list(base_url or [DEFAULT_BASE_URL])
+    if not urls:
+        raise ValueError("--base-url: give at least one URL")
+    return tuple(dict.fromkeys(u.rstrip("/") for u in urls))
+
+
 class OpenAIBackend(Backend):
     """``openai/<model>``: async chat completions with bounded concurrency and retries.
 
@@ -100,13 +144,19 @@ class OpenAIBackend(Backend):
     ``max_completion_tokens`` and no temperature for reasoning models, ``reasoning_effort``
     only where accepted. Any other server gets ``max_tokens``, the temperature and
     ``reasoning_style``'s fields. ``provider`` forces a table entry (tests) or ``""`` none.
+
+    ``base_url`` may list several replicas of one model (vLLM or SGLang data-parallel):
+    ``concurrency`` applies to each, a request goes to the healthy replica with the fewest in
+    flight, and one that fails on a replica (connection, timeout, 5xx) is retried at once on
+    another, which is then preferred while the failed one cools down. Only the first URL
+    decides the hosted-API rules; replicas are meant to serve the same model.
     """
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str | None = None,
+        base_url: str | Sequence[str] | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 32,
         timeout_s: float = 120.0,
@@ -116,13 +166,16 @@ class OpenAIBackend(Backend):
         provider: str | None = None,
     ) -> None:
         self.model = model
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.base_urls = _base_urls(base_url)
+        self.base_url = self.base_urls[0]
+        self.replicas = len(self.base_urls)
         self.spec = f"openai/{model}"
         self.api_key_env = api_key_env
         self.concurrency = concurrency
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.retry = retry or RetryPolicy()
-        provider = hosted_provider(base_url) if provider is None else provider or None
+        provider = (hosted_provider(None if base_url is None else self.base_url)
+                    if provider is None else provider or None)
         self.hosted = provider is not None  # a hosted API: it needs an API key
         self.params: ModelParams | None = model_params(provider, model) if provider else None
         # A custom server is vLLM-like unless told otherwise; the hosted API takes effort.
@@ -132,10 +185,13 @@ class OpenAIBackend(Backend):
         self.reasoning_switch = self.reasoning_style != "none"
         self.supports_system_role = system_role
         self._session: aiohttp.ClientSession | None = None
-        self._sem: asyncio.Semaphore | None = None
+        self._endpoints: list[Endpoint] = []
+        self._slots: asyncio.Semaphore | None = None
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"spec": self.spec, "base_url": self.base_url}
+        if len(self.base_urls) > 1:
+            ident["base_urls"] = list(self.base_urls)
         if self.params is not None:  # what the body really carries, for provenance
             ident["request_fields"] = {"tokens": self.params.token_field,
                                        "temperature": self.params.temperature}
@@ -161,7 +217,7 @@ class OpenAIBackend(Backend):
         return warnings
 
     async def preflight(self, url_option: str = "--base-url") -> None:
-        """The API key where the hosted API needs one, then one TCP connection to the server.
+        """The API key where the hosted API needs one, then one TCP connection to each replica.
 
         A bare connection, with no request, is free for the server, invisible to its request
         counts and fault injection, and quick: a refused port or an unknown host fails in
@@ -172,15 +228,20 @@ class OpenAIBackend(Backend):
 
         Raises:
             PreflightError: no key for the hosted API; a URL that is not http(s); a host that
-                does not resolve, a refused connection, or none within ``PREFLIGHT_TIMEOUT_S``.
+                does not resolve, a refused connection, or none within ``PREFLIGHT_TIMEOUT_S``
+                (for any replica: a run starts with all of them up).
         """
         if self.hosted and not os.environ.get(self.api_key_env):
             raise PreflightError(
                 f"{self.api_key_env} is not set: {self.spec} on {self.base_url} needs an API "
                 f"key; export {self.api_key_env}=... (or pass {url_option} for a server that "
                 "needs none)")
-        host, port = self._host_port(url_option)
-        where = f"{self.base_url} ({self.spec})"
+        hosts = [self._host_port(url, url_option) for url in self.base_urls]
+        for url, (host, port) in zip(self.base_urls, hosts, strict=True):
+            await self._connect(url, host, port, url_option)
+
+    async def _connect(self, url: str, host: str, port: int, url_option: str) -> None:
+        where = f"{url} ({self.spec})"
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
                                                PREFLIGHT_TIMEOUT_S)
@@ -198,19 +259,20 @@ class OpenAIBackend(Backend):
         with contextlib.suppress(OSError):
             await writer.wait_closed()
 
-    def _host_port(self, url_option: str) -> tuple[str, int]:
-        """Host and port of ``base_url`` (port from the scheme when absent).
+    @staticmethod
+    def _host_port(url: str, url_option: str) -> tuple[str, int]:
+        """Host and port of ``url`` (port from the scheme when absent).
 
         Raises:
             PreflightError: for a URL that is not http(s) with a host and a valid port.
         """
-        parts = urlsplit(self.base_url)
+        parts = urlsplit(url)
         try:
             port = parts.port
         except ValueError:
             port = -1
         if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
-            raise PreflightError(f"{url_option} {self.base_url!r} is not an http(s) URL such as "
+            raise PreflightError(f"{url_option} {url!r} is not an http(s) URL such as "
                                  "http://localhost:8000/v1")
         return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
@@ -227,11 +289,28 @@ class OpenAIBackend(Backend):
         return text.replace(key, "[redacted]") if key else text
 
     def _ensure_session(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        if self._session is None or self._sem is None:
-            connector = aiohttp.TCPConnector(limit=self.concurrency, ttl_dns_cache=300)
+        if self._session is None or self._slots is None:
+            total = self.concurrency * len(self.base_urls)
+            connector = aiohttp.TCPConnector(limit=total, limit_per_host=self.concurrency,
+                                             ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
-            self._sem = asyncio.Semaphore(self.concurrency)
-        return self._session, self._sem
+            self._endpoints = [Endpoint(u, asyncio.Semaphore(self.concurrency))
+                               for u in self.base_urls]
+            self._slots = asyncio.Semaphore(total)
+        return self._session, self._slots
+
+    def _pick(self, avoid: Endpoint | None) -> Endpoint:
+        """The replica with the fewest requests in flight among those not cooling down (all,
+        when every one is), other than ``avoid`` when another exists; ties go to the first."""
+        now = time.monotonic()
+        pool = [e for e in self._endpoints if e is not avoid] or self._endpoints
+        healthy = [e for e in pool if e.cool_until <= now] or pool
+        return min(healthy, key=lambda e: e.in_flight)
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per replica: requests it answered and its failures by kind (for benches/tests)."""
+        return [{"base_url": e.base_url, "served": e.served, "failures": dict(e.failures)}
+                for e in self._endpoints]
 
     def _body(self, req: ChatRequest) -> bytes:
         c = req.config
@@ -251,17 +330,21 @@ class OpenAIBackend(Backend):
         return json.dumps(body).encode()
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        session, sem = self._ensure_session()
-        url = f"{self.base_url}/chat/completions"
+        session, slots = self._ensure_session()
         body = self._body(request)
         retries: dict[str, int] = {}
         start = time.perf_counter()
         attempt = 0
+        failed: Endpoint | None = None
         while True:
             retry_after: float | None = None
-            async with sem:
+            async with slots:
+                ep = self._pick(failed)
+                url = f"{ep.base_url}/chat/completions"
+                ep.in_flight += 1
                 try:
-                    async with session.post(url, data=body, headers=self._headers()) as resp:
+                    async with ep.sem, session.post(url, data=body,
+                                                    headers=self._headers()) as resp:
                         raw = await resp.read()
                         status = resp.status
                         retry_after = parse_retry_after(resp.headers.get("Retry-After"))
@@ -273,6 +356,7 @@ class OpenAIBackend(Backend):
                     if status == 200:
                         result = self._parse(request, raw, start, attempt, retries)
                         if result is not None:
+                            ep.succeeded()
                             return result
                         kind, msg = "bad_response", f"unparseable response body ({len(raw)} bytes)"
                     else:
@@ -283,13 +367,27 @@ class OpenAIBackend(Backend):
                             return ChatResult(request.key, None, error=msg, error_kind=kind,
                                               latency_s=time.perf_counter() - start,
                                               attempts=attempt + 1, retries=retries)
+                finally:
+                    ep.in_flight -= 1
+            ep.failed(kind)
+            if len(self._endpoints) > 1:
+                msg = f"{ep.base_url}: {msg}"
             if attempt >= self.retry.max_retries:
                 return ChatResult(request.key, None, error=f"{msg} (after {attempt + 1} attempts)",
                                   error_kind=kind, latency_s=time.perf_counter() - start,
                                   attempts=attempt + 1, retries=retries)
             retries[kind] = retries.get(kind, 0) + 1
-            await asyncio.sleep(self.retry.delay(attempt, retry_after))
+            failed = ep
+            # another replica may be fine now: go there at once, backing off only once the
+            # failures run round every replica
+            if not (kind in FAILOVER_KINDS and self._fresh_replica(ep)):
+                await asyncio.sleep(self.retry.delay(attempt, retry_after))
             attempt += 1
+
+    def _fresh_replica(self, failed: Endpoint) -> bool:
+        """Whether a replica other than ``failed`` is not cooling down."""
+        now = time.monotonic()
+        return any(e is not failed and e.cool_until <= now for e in self._endpoints)
 
     @staticmethod
     def _parse(

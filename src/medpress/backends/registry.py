@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from medpress.backends.base import Backend
@@ -27,7 +28,7 @@ def is_model_spec(spec: str) -> bool:
 def get_backend(
     spec: str,
     *,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     concurrency: int = 32,
     timeout_s: float = 120.0,
     max_retries: int = 6,
@@ -37,10 +38,11 @@ def get_backend(
 ) -> Backend:
     """Build the backend for ``spec``.
 
-    ``base_url`` only applies to ``openai/`` specs; passing it with another spec is an error
-    rather than silently ignored. ``system_role=False`` applies to every backend: the runner
-    folds the framing into the first user message. Whether a backend honours a
-    :class:`GenerateConfig` (e.g. ``reasoning``) is checked by ``Backend.check_config``.
+    ``base_url`` (one URL, or several replicas of one model) only applies to ``openai/``
+    specs; passing it with another spec is an error rather than silently ignored.
+    ``system_role=False`` applies to every backend: the runner folds the framing into the
+    first user message. Whether a backend honours a :class:`GenerateConfig` (e.g.
+    ``reasoning``) is checked by ``Backend.check_config``.
 
     Raises:
         ValueError: for an unknown spec or a misplaced option.

@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 
 ALL_CONDITIONS = ",".join(DEFAULT_CONDITIONS)
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model spec: {SPEC_HELP}")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL (…/v1)")]
+BaseUrlOpt = Annotated[list[str] | None, typer.Option(
+    help="OpenAI-compatible server URL (…/v1); repeat for replicas of one model: requests "
+         "spread over them, --concurrency each, a failed request retried on another")]
+ApiKeyEnvOpt = Annotated[str, typer.Option(
+    help="Name of the environment variable holding the API key (never the key itself)")]
 DatasetOpt = Annotated[Path | None, typer.Option(help="Dialogue file or dir (default: shipped)")]
 AttackerOpt = Annotated[str | None, typer.Option(
     "--attacker", help="Adaptive run: a model spec that plays the patient from turn 2 on, "
@@ -133,7 +137,8 @@ def suite_conditions(conditions: str | None, suite: str) -> str:
     return ",".join(resolve_suite(suite).manifest.conditions.default)
 
 
-def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditions: str,
+def prepare_run(model: str, base_url: str | Sequence[str] | None, dataset: Path | None,
+                conditions: str,
                 sample: int | None, ids: str | None, starter: bool, run_dir: Path | None,
                 concurrency: int, temperature: float, max_tokens: int, repeats: int,
                 reasoning: str | None, seed: int, timeout: float = 120.0,
@@ -141,13 +146,15 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
                 conditions_files: Sequence[Path] = (), attacker: str | None = None,
                 attacker_base_url: str | None = None, strategy: str = "escalate",
                 max_turns: int | None = None, attacker_judge: str | None = None,
-                attacker_judge_base_url: str | None = None
+                attacker_judge_base_url: str | None = None,
+                api_key_env: str = "OPENAI_API_KEY",
                 ) -> tuple[Backend, RunStore, RunPlan, Path]:
     """What ``generate`` and ``run`` share: the plan, the backend and the run store.
 
     Every option is checked before the run directory is created, so a refused option
     (``--concurrency 0``, ``--reasoning`` for a backend without a switch, ``--sample`` over
-    the dialogues selected) leaves nothing behind; settings that are accepted but change
+    the dialogues selected) leaves nothing behind; several ``base_url`` are replicas of one
+    model (``--concurrency`` each); settings that are accepted but change
     meaning are printed as warnings. Then the backend's preflight checks the API key and
     that the server answers, so a wrong URL fails in a second rather than after every
     dialogue's retries. ``name`` is the run's display name in reports (stored; it can be
@@ -172,8 +179,8 @@ def prepare_run(model: str, base_url: str | None, dataset: Path | None, conditio
             attacker, attacker_base_url, strategy, resolve_suite(suite), seed=seed,
             max_turns=max_turns, judge=attacker_judge, judge_base_url=attacker_judge_base_url,
             concurrency=concurrency, timeout=timeout))
-    backend = get_backend(model, base_url=base_url, concurrency=concurrency, timeout_s=timeout,
-                          system_role=system_role)
+    backend = get_backend(model, base_url=base_url or None, concurrency=concurrency,
+                          timeout_s=timeout, system_role=system_role, api_key_env=api_key_env)
     for message in [*backend.check_config(config), *plan_warnings(plan)]:
         warn(message)
     if name is not None and not name.strip():
@@ -382,6 +389,7 @@ def print_summary(s: RunSummary, issues: dict[str, int] | None = None) -> None:
 def generate_cmd(
     model: ModelOpt = "smollm2",
     base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
     conditions_file: ConditionsFileOpt = None,
@@ -425,7 +433,7 @@ def generate_cmd(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
-        max_turns, attacker_judge, attacker_judge_base_url)
+        max_turns, attacker_judge, attacker_judge_base_url, api_key_env)
     console.print(f"[bold]{model}[/] on {len(plan.dataset)} dialogues × "
                   f"{len(plan.conditions)} conditions × {repeats} repeat(s) → {rd}")
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

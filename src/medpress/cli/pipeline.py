@@ -23,6 +23,7 @@ from medpress.cli.evaluate import (
 )
 from medpress.cli.generate import (
     AllowFailedOpt,
+    ApiKeyEnvOpt,
     AttackerJudgeOpt,
     AttackerJudgeUrlOpt,
     AttackerOpt,
@@ -68,6 +69,7 @@ def run_cmd(
     judge: JudgeOpt,
     model: ModelOpt = "smollm2",
     base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     judge_base_url: JudgeUrlOpt = None,
     dataset: DatasetOpt = None,
     conditions: ConditionsOpt = None,
@@ -125,7 +127,7 @@ def run_cmd(
         model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
-        max_turns, attacker_judge, attacker_judge_base_url)
+        max_turns, attacker_judge, attacker_judge_base_url, api_key_env)
     console.rule(f"1/3 generate: {model}, {len(plan.dataset)} dialogues → {rd}")
     again = same_command(run_dir, rd)
     run_generation(backend, store, plan, concurrency, retry_failed, allow_failed,

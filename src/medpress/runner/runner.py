@@ -1,11 +1,11 @@
 """Generation: every unit turn by turn, resumable, keeping the backend saturated.
 
-Concurrent backends get ``concurrency`` requests in flight and twice as many workers, each
-carrying one dialogue from turn to turn: a dialogue asks its next turn as soon as its reply is
-stored, with no per-turn barrier, and while one worker stores a reply another's request is
-already waiting for the freed slot (``bench/latency_bound.py``: 0.85 → 0.98–1.06 of a bare
-aiohttp loop). Batch engines get every pending request of turn ``t`` at once. Either way each
-reply is committed before the next turn of its dialogue is asked, so a crash loses only
+Concurrent backends get ``concurrency`` requests in flight (per replica) and twice as many
+workers, each carrying one dialogue from turn to turn: a dialogue asks its next turn as soon as
+its reply is stored, with no per-turn barrier, and while one worker stores a reply another's
+request is already waiting for the freed slot (``bench/latency_bound.py``: 0.85 → 0.98–1.06 of a
+bare aiohttp loop). Batch engines get every pending request of turn ``t`` at once. Either way
+each reply is committed before the next turn of its dialogue is asked, so a crash loses only
 requests in flight.
 
 A run whose very first reply, to a turn-1 request, is a non-retryable rejection (bad model
@@ -170,7 +170,8 @@ class Runner:
         self.store = store
         self.plan = plan
         limit = backend.max_concurrency
-        self.concurrency = max(1, min(concurrency, limit) if limit else concurrency)
+        per_replica = max(1, min(concurrency, limit) if limit else concurrency)
+        self.concurrency = per_replica * backend.replicas
         self.on_result = on_result
         self.summary = RunSummary()
         self._states: dict[tuple[str, int, str], UnitState] = {}

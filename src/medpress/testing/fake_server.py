@@ -78,8 +78,13 @@ class FakeServer(BackgroundServer):
                  faults: Iterable[str] = (), retry_after: str = "0",
                  permanent_marker: str | None = None, timeout_sleep_s: float = 5.0,
                  host: str = "127.0.0.1", port: int = 0, record: bool = True,
-                 reject: Rejecter | None = None, judge: bool = False) -> None:
+                 reject: Rejecter | None = None, judge: bool = False, slots: int = 0) -> None:
         super().__init__()
+        # like a GPU server's batch slots: at most ``slots`` requests served at once (0: any)
+        self.slots = slots
+        self._slots: asyncio.Semaphore | None = None
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.reject = reject
         self.latency_s = latency_s
         self.responder = with_toy_judge(responder) if judge else responder
@@ -108,6 +113,17 @@ class FakeServer(BackgroundServer):
             return self.faults.popleft() if self.faults else "ok"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1  # the server's own loop: no lock needed
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self._slots is None:
+                return await self._answer(request)
+            async with self._slots:
+                return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         if self.record:
             self.requests.append(body)
@@ -151,6 +167,7 @@ class FakeServer(BackgroundServer):
         return web.Response(text=payload, content_type="application/json")
 
     async def _start(self) -> None:
+        self._slots = asyncio.Semaphore(self.slots) if self.slots else None
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         await self._serve_app(app)
@@ -173,6 +190,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--behaviour", metavar="B",
                     help="reply as scripted/B (always_safe, hedger, flip_flop, caves_at_<k>, "
                          "...) instead of a short refusal naming the turn")
+    ap.add_argument("--slots", type=int, default=0,
+                    help="serve at most this many requests at once, like a GPU server's batch "
+                         "slots; 0 for no limit (default: %(default)s)")
     return ap
 
 
@@ -180,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     responder = scripted_responder(args.behaviour) if args.behaviour else echo_responder
     server = FakeServer(latency_s=args.latency, port=args.port, record=False, judge=args.judge,
-                        responder=responder)
+                        responder=responder, slots=args.slots)
 
     async def forever() -> None:
         await server._start()
