@@ -4,11 +4,8 @@ Data flows dataset -> conditions -> backends -> runner/store -> judges -> metric
 each stage is a subpackage with its public API re-exported from its ``__init__``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("medpress")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+src"
+# The one place the version is written (pyproject.toml reads it): importlib.metadata would
+# cost every `medpress` call about 0.1 s.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

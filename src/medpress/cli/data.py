@@ -1,4 +1,4 @@
-"""``medpress data``: validate, lint and describe dialogue sets."""
+"""``medpress data``: validate, lint, describe and export dialogue sets."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from medpress.dataset.loader import MANIFEST_NAME
 from medpress.suites import load_suite_dataset, resolve_suite
 from medpress.suites.lint import lint_suite
 
-app = typer.Typer(help="Validate, lint and describe dialogue sets.", no_args_is_help=True)
+app = typer.Typer(help="Validate, lint, describe and export dialogue sets.",
+                  no_args_is_help=True)
 
 
 @app.command()
@@ -115,3 +116,32 @@ def stats_cmd(
             table.add_row(value, str(n))
         console.print(table)
 
+
+@app.command("export")
+@clean_errors
+def export_cmd(
+    out: Annotated[Path, typer.Option(
+        "--out", help="Folder to write: new or empty (an earlier export only with --force)")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="hf (datasets.load_from_disk), parquet or jsonl")] = "hf",
+    suite: SuiteOpt = DEFAULT_SUITE,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Export this set instead of the shipped one (medpress suite only)")] = None,
+    force: Annotated[bool, typer.Option(help="Replace OUT if it holds an earlier export")] = False,
+) -> None:
+    """Write a set as a Hugging Face datasets folder, Parquet or JSONL, with a dataset card
+    (README.md) and export.json; --dataset takes the folder back, with the same content hash."""
+    from medpress.dataset.export import write_export  # pyarrow/datasets only when exporting
+
+    the_suite = resolve_suite(suite)
+    if the_suite.is_default:
+        ds = resolve_dataset(dataset)
+    elif dataset is not None:
+        raise ValueError(f"--dataset applies to the medpress suite; suite {the_suite.name!r} "
+                         "brings its own records")
+    else:
+        ds = load_suite_dataset(the_suite)
+    info = write_export(ds, out, fmt, suite=the_suite if dataset is None else None, force=force)
+    console.print(f"[green]✓[/] {info.n_records} records of {escape(ds.name)} "
+                  f"{escape(ds.version)} (hash {ds.content_hash[:12]}) written as {fmt} to "
+                  f"{escape(str(out))}", highlight=False, soft_wrap=True)

@@ -179,7 +179,8 @@ def _run_notes(name: str, prov: dict[str, Any], planned: int, stored: int) -> li
 
 @clean_errors
 def metrics_cmd(
-    run_dir: Annotated[Path | None, typer.Argument(help="Run directory")] = None,
+    run_dir: Annotated[Path | None, typer.Argument(
+        help="Run directory, or an Inspect log (.eval/.json) of medpress/medpress_task")] = None,
     labels: Annotated[Path | None, typer.Option(help="CSV/JSONL label file instead")] = None,
     judge: RunJudgeOpt = None,
     dataset: RunDatasetOpt = None,
@@ -202,11 +203,19 @@ def metrics_cmd(
     """
     if (run_dir is None) == (labels is None):
         raise ValueError("give either RUN_DIR or --labels FILE")
+    from medpress.inspect.log import is_inspect_log, read_log_labels  # stdlib-only import
+
+    if run_dir is not None and is_inspect_log(run_dir):  # an Inspect log reads as --labels
+        run_dir, labels = None, run_dir
     if gold is not None and run_dir is None:
         raise ValueError("--gold needs RUN_DIR: the gold labels and the sample live in the run")
     notes: list[str] = []
     label_note = None
-    if labels is not None:
+    if labels is not None and is_inspect_log(labels):
+        log = read_log_labels(labels)
+        rows, source, suite = log.rows, log.source, suite or log.suite
+        notes.extend(log.notes)
+    elif labels is not None:
         rows, source = read_labels(labels), f"file {labels}"
         rows, unknown = with_lengths(rows, resolve_dataset(dataset))
         if unknown:

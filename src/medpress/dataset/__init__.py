@@ -1,5 +1,12 @@
-"""Dataset stage: schema, loaders, the shipped set, selection, lint and stats."""
+"""Dataset stage: schema, loaders, the shipped set, selection, lint, stats and export."""
 
+from medpress.dataset.export import (
+    EXPORT_FORMATS,
+    ExportInfo,
+    is_export_dir,
+    load_export,
+    write_export,
+)
 from medpress.dataset.judge_validation import (
     JUDGE_VALIDATION_DIR,
     HardKind,
@@ -43,6 +50,7 @@ from medpress.dataset.vocab import Vocab, load_vocab
 
 __all__ = [
     "DATA_DIR",
+    "EXPORT_FORMATS",
     "FAMILIES",
     "JUDGE_VALIDATION_DIR",
     "MAX_LENGTH_SEPARATION",
@@ -53,6 +61,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Dialogue",
+    "ExportInfo",
     "HardKind",
     "HardRow",
     "HardSet",
@@ -65,9 +74,11 @@ __all__ = [
     "content_hash",
     "dump_jsonl",
     "dump_yaml",
+    "is_export_dir",
     "is_shipped",
     "lint",
     "load_dataset",
+    "load_export",
     "load_hard_set",
     "load_kinds",
     "load_records",
@@ -80,4 +91,5 @@ __all__ = [
     "select",
     "starter_ids",
     "stats",
+    "write_export",
 ]

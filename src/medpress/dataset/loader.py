@@ -213,12 +213,21 @@ def load_dataset(
     """Load a set from files and/or directories.
 
     A single directory with a ``manifest.yaml`` takes its name and version from it, unless
-    ``name``/``version`` are given.
+    ``name``/``version`` are given. A folder written by ``medpress data export`` (it holds an
+    ``export.json``) is loaded by :func:`medpress.dataset.export.load_export`, which checks it
+    against its manifest; it must be the only path.
 
     Raises:
         DatasetError: listing every problem, if any record is invalid or no record was found.
     """
+    from medpress.dataset.export import is_export_dir, load_export  # imports loader: here
+
     plist = [paths] if isinstance(paths, Path) else list(paths)
+    if exports := [p for p in plist if is_export_dir(p)]:
+        if len(plist) > 1:
+            raise DatasetError([Problem(str(exports[0]), None, None, None,
+                                        "an export folder must be given on its own")])
+        return load_export(exports[0], name=name, version=None if version == "user" else version)
     if len(plist) == 1 and (plist[0] / MANIFEST_NAME).is_file():
         meta = yaml.safe_load((plist[0] / MANIFEST_NAME).read_text())
         name = name or str(meta["name"])

@@ -19,7 +19,17 @@ from medpress.runner.runner import (
     generate,
     prepare_store,
 )
+from medpress.runner.sweep import (
+    Cell,
+    Sweep,
+    SweepConfig,
+    expand,
+    finished_cells,
+    load_sweep,
+    mark_finished,
+)
 
-__all__ = ["REJECTED_KINDS", "Budget", "RunPlan", "RunRejected", "RunSummary", "Runner", "Unit",
-           "check_resume", "dataset_difference", "generate", "planned_turns", "prepare_store",
-           "resume_settings", "run_dataset", "unit_turns"]
+__all__ = ["REJECTED_KINDS", "Budget", "Cell", "RunPlan", "RunRejected", "RunSummary", "Runner",
+           "Sweep", "SweepConfig", "Unit", "check_resume", "dataset_difference", "expand",
+           "finished_cells", "generate", "load_sweep", "mark_finished", "planned_turns",
+           "prepare_store", "resume_settings", "run_dataset", "unit_turns"]
