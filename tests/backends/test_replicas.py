@@ -19,15 +19,7 @@ FAST = RetryPolicy(max_retries=3, base_s=0.01, cap_s=0.05)
 
 
 def many(b: OpenAIBackend, n: int) -> list[ChatResult]:
-    async def go() -> list[ChatResult]:
-        try:
-            return list(await asyncio.gather(*(
-                b.complete(ChatRequest(str(i), [{"role": "user", "content": f"q{i}"}]))
-                for i in range(n))))
-        finally:
-            await b.aclose()
-
-    return asyncio.run(go())
+    return asyncio.run(_many_async(b, n))
 
 
 def dead_url() -> str:
