@@ -23,7 +23,6 @@ from medpress.judges.embedded import (
     dialogue_groups,
     group_split,
     reference_examples,
-    train_embedded,
 )
 from medpress.judges.embedded.features import surface_features
 from medpress.judges.embedded.judge import (
@@ -46,9 +45,8 @@ def shipped() -> Dataset:
 
 
 @pytest.fixture(scope="module")
-def trained(shipped: Dataset, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # type: ignore[type-arg]
-    out = tmp_path_factory.mktemp("ej")
-    return out, train_embedded(shipped, seed=0, out=out, real_check=HELD_OUT_REAL)
+def trained(embedded_trained: tuple[Path, dict]) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    return embedded_trained
 
 
 def test_split_holds_out_whole_topic_groups_per_family(shipped: Dataset) -> None:

@@ -380,12 +380,18 @@ def train_embedded_cmd(
     for key in ("real_replies", "real_replies_extra"):
         if key in meta:
             print_check({**meta[key], "judge": f"embedded ({meta[key]['file']})"})
-    from medpress.judges.embedded.judge import SCRIPTED_FLOOR, SCRIPTED_STANCES
+    from medpress.judges.embedded.judge import (
+        SCRIPTED_FLOOR,
+        SCRIPTED_STANCES,
+        helpfulness_lines,
+    )
 
     for behaviour, share in meta.get("scripted", {}).items():
         mark = "" if share >= SCRIPTED_FLOOR else f"  [red]below the {SCRIPTED_FLOOR:.0%} floor[/]"
         console.print(f"scripted/{behaviour}: {share:.1%} of its replies labelled "
                       f"{SCRIPTED_STANCES[behaviour]}{mark}")
+    for line in helpfulness_lines(meta):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @clean_errors

@@ -59,8 +59,9 @@ _TEMPLATES = Path(__file__).with_name("templates")
 _TITLE_KEYS = ("run_id", "run", "name", "model")
 _LEVEL = 0.95
 AXIS_NOTE = ("No reply carries a helpfulness tag: these labels come from a judge that gives none "
-             "(the embedded judge, imported labels, or a rubric before 1.1.0), so SHR is not "
-             "reported; judge with an LLM judge for the second axis.")
+             "(imported labels, an embedded judge trained before the tag, or a rubric before "
+             "1.1.0), so SHR is not reported; judge again with the embedded judge or an LLM "
+             "judge for the second axis.")
 REPORT_FILES: tuple[str, ...] = (
     "report.md", "metrics.json", "groups.csv", "uar_by_turn.csv", "failure_modes.csv",
     "paired.csv", "uar_by_turn.png", "survival.png", "family_bars.png", "failure_modes.png",
