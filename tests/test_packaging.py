@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,9 +13,16 @@ SRC = ROOT / "src"
 
 
 def test_wheel_ships_every_package_file_and_runs_from_itself(tmp_path: Path) -> None:
-    # built as `pip install .` builds it: in pip's isolated build environment
+    # built as `pip install .` builds it (pip's isolated build environment), from a copy of
+    # the tracked files: setuptools writes build/ and *.egg-info into the tree it builds
+    tree = tmp_path / "tree"
+    for f in subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True,
+                            text=True).stdout.splitlines():
+        if (ROOT / f).is_file():
+            (tree / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, tree / f)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    str(tmp_path), str(tree)], check=True, capture_output=True)
     [wheel] = tmp_path.glob("medpress-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
