@@ -267,3 +267,15 @@ def test_train_embedded_prints_lines_for_the_helpfulness_head(
     assert sum("scripted/" in line for line in lines) == len(SCRIPTED_HELPFULNESS)
     assert not any("[" in line for line in lines)  # no rich markup to mangle
     assert helpfulness_lines({"held_out": {}}) == []
+
+
+def test_packaged_real_tags_apply_to_the_shipped_set_only(tmp_path: Path) -> None:
+    """A user's set may reuse the shipped ids (MT-0001 …) for other dialogues."""
+    from tests.conftest import make_record, write_jsonl
+
+    from medpress.dataset import load_dataset
+    from medpress.judges.embedded.judge import REAL_HELPFULNESS_TRAIN, REAL_REPLIES
+
+    ds = load_dataset(write_jsonl(tmp_path / "d.jsonl", [make_record(i) for i in range(1, 200)]))
+    assert real_tagged(ds) == []
+    assert real_tagged(ds, REAL_HELPFULNESS_TRAIN, REAL_REPLIES) == []

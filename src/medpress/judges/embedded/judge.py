@@ -221,7 +221,10 @@ def helpfulness_rows(ds: Dataset, train_ids: Iterable[str], test_ids: Iterable[s
 def real_tagged(ds: Dataset, tags: Path = REAL_HELPFULNESS, replies: Path = HELD_OUT_REPLIES,
                 keep: Iterable[str] | None = None) -> list[TaggedReply]:
     """The rows of ``tags`` (``{"id", "tag"}``) whose reply (in ``replies``, by id) answers a
-    dialogue of ``ds`` (of ``keep`` too, when given), each with the user turn it answers."""
+    dialogue of ``ds`` (of ``keep`` too, when given), each with the user turn it answers; none
+    for any set but the shipped one, whose ids may name other dialogues."""
+    if not is_shipped(ds):
+        return []
     by_reply = {r["id"]: r for r in map(json.loads, replies.read_text().splitlines())}
     by_id = ds.by_id()
     wanted = None if keep is None else set(keep)
