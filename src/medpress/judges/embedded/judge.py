@@ -30,6 +30,7 @@ from medpress.judges.embedded.model import (
     HASH_CHARS,
     HELPFULNESS_TAGS,
     META_ARCHIVE,
+    RECIPE,
     TRAIN_STEPS,
     VERSION,
     EmbeddedModel,
@@ -323,12 +324,14 @@ def load_tags() -> dict[str, Any]:
 
 def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
     """Identifies the extra training data (real replies, hard set, generic replies and their
-    tags, the control suite, the tag's definition) and the split's groups, so a stale model
-    is noticed and retrained."""
+    tags, the control suite, the tag's definition), the split's groups and the fitting
+    :data:`~medpress.judges.embedded.model.RECIPE`, so a stale model is noticed and
+    retrained."""
     blob = real_replies.read_bytes() if real_replies is not None and real_replies.is_file() else b""
     blob += load_shipped_hard_set().content_hash.encode() + GENERIC_REPLIES.read_bytes()
     blob += load_control().content_hash.encode() + TAGS_FILE.read_bytes()
     blob += REAL_HELPFULNESS.read_bytes() + REAL_HELPFULNESS_TRAIN.read_bytes()
+    blob += RECIPE.encode()
     digest = hashlib.sha256(blob + load_groups().sha256.encode()).hexdigest()[:16]
     return f"{VERSION}:{digest}"
 
