@@ -251,3 +251,31 @@ def test_a_huge_retry_after_does_not_stall_a_request(
     res = ask(OpenAIBackend("m", base_url=server.base_url, retry=policy))
     assert res.ok and res.retries == {"http_429": 1}
     assert time.perf_counter() - start < 3.0
+
+
+@pytest.mark.parametrize("when", ["before ready", "mid request"])
+def test_a_worker_exits_quietly_when_its_run_was_killed(
+    when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed run's llama.cpp workers find the pipe closed; they must return, not print a
+    BrokenPipeError traceback each."""
+    import multiprocessing
+
+    from medpress.backends import llamacpp
+
+    class Engine:
+        def __init__(self, *_: object) -> None:
+            pass
+
+        def run(self, *_: object) -> dict[str, Any]:
+            parent.close()  # the parent dies while the reply is being made
+            return {"text": "late"}
+
+    monkeypatch.setattr(llamacpp, "_Engine", Engine)
+    monkeypatch.setattr(llamacpp.signal, "signal", lambda *_: None)  # keep pytest's Ctrl-C
+    parent, child = multiprocessing.Pipe()
+    if when == "before ready":
+        parent.close()
+    else:
+        parent.send(("request",))
+    llamacpp._serve(child, "m.gguf", 512, 1, False)  # returns; raises nothing

@@ -102,9 +102,12 @@ def _serve(conn: Connection, model_path: str, n_ctx: int, n_threads: int,
     # (``aclose``); a worker dying on its own would only print a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     engine = _Engine(model_path, n_ctx, n_threads, prefix_cache)
-    conn.send("ready")
-    while (msg := conn.recv()) is not None:
-        conn.send(engine.run(*msg))
+    try:
+        conn.send("ready")
+        while (msg := conn.recv()) is not None:
+            conn.send(engine.run(*msg))
+    except (BrokenPipeError, EOFError):
+        return  # the parent was killed: its run resumes later, nobody waits for this reply
 
 
 @dataclass
