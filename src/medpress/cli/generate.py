@@ -27,16 +27,21 @@ from medpress.cli.common import (
 from medpress.cli.progress import TurnProgress
 from medpress.cli.suites import SuiteOpt
 from medpress.conditions import DEFAULT_CONDITIONS
-from medpress.conditions.defences import condition_set
-from medpress.dataset import resolve_dataset, select
-from medpress.runner import Budget, RunPlan, RunRejected, RunSummary, check_resume, generate
+from medpress.runner import (
+    Budget,
+    RunPlan,
+    RunRejected,
+    RunSummary,
+    build_plan,
+    check_resume,
+    generate,
+    suite_conditions,
+)
 from medpress.store import RunStore, in_progress_note, write_export
 from medpress.suites import (
     DEFAULT_SUITE,
     Suite,
-    load_suite_dataset,
     resolve_suite,
-    suite_identity,
 )
 
 if TYPE_CHECKING:
@@ -102,39 +107,9 @@ NameOpt = Annotated[str | None, typer.Option(
 SystemRoleOpt = Annotated[bool, typer.Option(help="Model has a system role (else folded in)")]
 
 
-def build_plan(dataset: Path | None, conditions: str, sample: int | None, ids: str | None,
-               starter: bool, seed: int, config: GenerateConfig, repeats: int,
-               suite: str = DEFAULT_SUITE, conditions_files: Sequence[Path] = ()) -> RunPlan:
-    """The run's plan. A suite other than MedPRESS brings its own records (``--dataset`` and
-    ``--starter`` are MedPRESS's) and is recorded in the plan's provenance. Conditions come
-    from the shipped set, the shipped defences and ``conditions_files``."""
-    the_suite = resolve_suite(suite)
-    if the_suite.is_default:
-        full = resolve_dataset(dataset)
-    elif dataset is not None or starter:
-        raise ValueError(f"--dataset and --starter apply to the medpress suite; suite "
-                         f"{the_suite.name!r} brings its own records")
-    else:
-        full = load_suite_dataset(the_suite)
-    ds = select(full, ids=split_list(ids), sample=sample, starter=starter, seed=seed)
-    known, bases = condition_set(conditions_files)
-    try:
-        conds = known.get(split_list(conditions))
-    except ValueError as e:
-        hint = "" if conditions_files else (
-            " (a condition of your own? pass its file with --conditions-file)")
-        raise ValueError(f"{e}{hint}") from None
-    identity = None if the_suite.is_default else suite_identity(the_suite, ds.content_hash)
-    chosen = {c.name for c in conds}
-    return RunPlan(ds, conds, config, repeats, identity,
-                   bases={k: v for k, v in bases.items() if k in chosen})
-
-
-def suite_conditions(conditions: str | None, suite: str) -> str:
-    """``--conditions``, or the suite's default conditions when it was not given."""
-    if conditions is not None:
-        return conditions
-    return ",".join(resolve_suite(suite).manifest.conditions.default)
+def conditions_option(conditions: str | None, suite: str) -> str:
+    """``--conditions`` as given, or the suite's default conditions in the same form."""
+    return conditions if conditions is not None else ",".join(suite_conditions(None, suite))
 
 
 def prepare_run(model: str, base_url: str | Sequence[str] | None, dataset: Path | None,
@@ -168,8 +143,8 @@ def prepare_run(model: str, base_url: str | Sequence[str] | None, dataset: Path 
     check_generation_options(concurrency, temperature, max_tokens, conditions, timeout)
     config = GenerateConfig(temperature=temperature, max_tokens=max_tokens, seed=seed,
                             reasoning=parse_reasoning(reasoning))
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed, config, repeats, suite,
-                      conditions_files)
+    plan = build_plan(dataset, split_list(conditions), sample, split_list(ids), starter, seed,
+                      config, repeats, suite, conditions_files)
     if attacker is None and (attacker_base_url or max_turns is not None or attacker_judge
                              or strategy != "escalate"):
         raise ValueError("--attacker-base-url, --strategy, --max-turns and --attacker-judge "
@@ -209,7 +184,7 @@ def dry_run(model: str, dataset: Path | None, conditions: str, sample: int | Non
     creates and sends nothing."""
     from medpress.runner.estimate import CHARS_PER_TOKEN, estimate
 
-    plan = build_plan(dataset, conditions, sample, ids, starter, seed,
+    plan = build_plan(dataset, split_list(conditions), sample, split_list(ids), starter, seed,
                       GenerateConfig(max_tokens=max_tokens, seed=seed), repeats, suite,
                       conditions_files)
     est = estimate(plan, model, prices, max_turns)
@@ -425,12 +400,12 @@ def generate_cmd(
     Exits 1 when a turn fails permanently (unless --allow-failed), 130 on Ctrl-C.
     """
     if dry_run_:
-        dry_run(model, dataset, suite_conditions(conditions, suite), sample, ids, starter, seed,
+        dry_run(model, dataset, conditions_option(conditions, suite), sample, ids, starter, seed,
                 max_tokens, repeats, suite, conditions_file or [], max_turns, prices)
         return
     budget = spend_budget(model, max_total_tokens, max_cost, prices)
     backend, store, plan, rd = prepare_run(
-        model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
+        model, base_url, dataset, conditions_option(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
         max_turns, attacker_judge, attacker_judge_base_url, api_key_env)

@@ -53,12 +53,12 @@ from medpress.cli.generate import (
     SystemRoleOpt,
     TempOpt,
     TimeoutOpt,
+    conditions_option,
     dry_run,
     prepare_run,
     run_generation,
     same_command,
     spend_budget,
-    suite_conditions,
 )
 from medpress.cli.results import make_report, print_labels, print_table, rows_from_runs
 from medpress.cli.suites import DEFAULT_SUITE, SuiteOpt
@@ -115,7 +115,7 @@ def run_cmd(
     or when a judge could judge nothing; 130 on Ctrl-C (the same command resumes).
     """
     if dry_run_:
-        dry_run(model, dataset, suite_conditions(conditions, suite), sample, ids, starter, seed,
+        dry_run(model, dataset, conditions_option(conditions, suite), sample, ids, starter, seed,
                 max_tokens, repeats, suite, conditions_file or [], max_turns, prices)
         return
     budget = spend_budget(model, max_total_tokens, max_cost, prices)
@@ -124,7 +124,7 @@ def run_cmd(
     check_judge_settings(judge, judge_reasoning, judge_max_tokens)
     preflight_judges(judge, judge_base_url)
     backend, store, plan, rd = prepare_run(
-        model, base_url, dataset, suite_conditions(conditions, suite), sample, ids, starter,
+        model, base_url, dataset, conditions_option(conditions, suite), sample, ids, starter,
         run_dir, concurrency, temperature, max_tokens, repeats, reasoning, seed, timeout,
         system_role, name, suite, conditions_file or [], attacker, attacker_base_url, strategy,
         max_turns, attacker_judge, attacker_judge_base_url, api_key_env)

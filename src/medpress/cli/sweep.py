@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from medpress.cli.common import clean_errors, console, err_console
+from medpress.cli.common import clean_errors, console, err_console, split_list
 
 if TYPE_CHECKING:  # the sweep's modules load plans and suites: only when a sweep runs
     from medpress.runner import RunPlan
@@ -52,10 +52,9 @@ def sweep_cmd(
 
 def cell_conditions(cell: Cell) -> str:
     """The cell's conditions as ``--conditions`` takes them (the suite's default if unset)."""
-    from medpress.cli.generate import suite_conditions
+    from medpress.runner import suite_conditions
 
-    return suite_conditions(None if cell.conditions is None else ",".join(cell.conditions),
-                            cell.suite)
+    return ",".join(suite_conditions(cell.conditions, cell.suite))
 
 
 def cell_selection(sweep: Sweep, cell: Cell) -> tuple[Path | None, str | None, bool]:
@@ -75,7 +74,7 @@ def cell_plans(sweep: Sweep, cells: Sequence[Cell]) -> dict[int, RunPlan]:
         ValueError: naming the file and the suite.
     """
     from medpress.backends import GenerateConfig
-    from medpress.cli.generate import build_plan
+    from medpress.runner import build_plan
 
     run = sweep.config.run
     plans: dict[int, RunPlan] = {}
@@ -86,7 +85,8 @@ def cell_plans(sweep: Sweep, cells: Sequence[Cell]) -> dict[int, RunPlan]:
         if key not in seen:
             dataset, ids, starter = cell_selection(sweep, c)
             try:
-                seen[key] = build_plan(dataset, conds, run.sample, ids, starter, run.seed,
+                seen[key] = build_plan(dataset, split_list(conds), run.sample, split_list(ids),
+                                       starter, run.seed,
                                        GenerateConfig(max_tokens=c.max_tokens, seed=run.seed),
                                        run.repeats, c.suite, run.conditions_files)
             except ValueError as e:

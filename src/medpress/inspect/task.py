@@ -63,11 +63,12 @@ def to_inspect(messages: Sequence[Message]) -> list[ChatMessage]:
     return out
 
 
-def _csv(value: str | Sequence[str] | None) -> str | None:
-    """A ``-T`` list, given as ``a,b`` or as a YAML list, as the CLI's comma string."""
-    if value is None or isinstance(value, str):
-        return value
-    return ",".join(map(str, value))
+def _names(value: str | Sequence[str] | None) -> list[str]:
+    """A ``-T`` list, given as ``a,b`` or as a YAML list; none for None."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else map(str, value)
+    return [v.strip() for v in items if v.strip()]
 
 
 def plan_samples(plan: RunPlan, suite: str, *, system_role: bool = True) -> list[Sample]:
@@ -185,14 +186,14 @@ def medpress_task(
         FileNotFoundError: ``embedded`` before the embedded judge was trained.
     """
     from medpress.backends import GenerateConfig as MedpressConfig
-    from medpress.cli.common import split_list
-    from medpress.cli.generate import build_plan, suite_conditions
+    from medpress.runner import build_plan, suite_conditions
     from medpress.suites import resolve_suite
 
     plan = build_plan(
-        Path(dataset) if dataset else None, suite_conditions(_csv(conditions), suite), sample,
-        _csv(ids), starter, seed, MedpressConfig(seed=seed), 1, suite,
-        [Path(p) for p in split_list(_csv(conditions_file))])
+        Path(dataset) if dataset else None,
+        suite_conditions(None if conditions is None else _names(conditions), suite), sample,
+        _names(ids), starter, seed, MedpressConfig(seed=seed), 1, suite,
+        [Path(p) for p in _names(conditions_file)])
     the_suite = resolve_suite(suite)
     ref = suite_ref(the_suite)
     identity = {"dataset": {"name": plan.dataset.name, "version": plan.dataset.version,

@@ -1,5 +1,6 @@
 """Runner stage: plans, resumable generation, summaries."""
 
+from medpress.runner.build import build_plan, suite_conditions
 from medpress.runner.plan import (
     RunPlan,
     Unit,
@@ -30,6 +31,7 @@ from medpress.runner.sweep import (
 )
 
 __all__ = ["REJECTED_KINDS", "Budget", "Cell", "RunPlan", "RunRejected", "RunSummary", "Runner",
-           "Sweep", "SweepConfig", "Unit", "check_resume", "dataset_difference", "expand",
-           "finished_cells", "generate", "load_sweep", "mark_finished", "planned_turns",
-           "prepare_store", "resume_settings", "run_dataset", "unit_turns"]
+           "Sweep", "SweepConfig", "Unit", "build_plan", "check_resume", "dataset_difference",
+           "expand", "finished_cells", "generate", "load_sweep", "mark_finished",
+           "planned_turns", "prepare_store", "resume_settings", "run_dataset",
+           "suite_conditions", "unit_turns"]
