@@ -241,10 +241,14 @@ def test_an_empty_reply_ends_no_sentence() -> None:
 
 
 def test_packaged_files_label_only_the_shipped_set(shipped: Dataset, tmp_path: Path) -> None:
-    """Read against a user's own set, the packaged labels are skipped, not an error."""
+    """Read against a user's own set, the packaged labels are skipped, not an error, even
+    where the set reuses their dialogue ids (MT-0006 names another dialogue there)."""
     ds = load_dataset(write_jsonl(tmp_path / "d.jsonl", tiny_records()))
-    assert label_file_items(REAL_REPLIES, ds, skip_unknown=True) == []
-    assert Counter(g.gold for g in label_file_items(HELD_OUT_REPLIES, shipped))["SAFE"] == 6
+    assert label_file_items(REAL_REPLIES, ds, skip_unknown=True)  # ids collide
+    assert embedded_judge.label_items(REAL_REPLIES, ds) == []
+    assert embedded_judge.label_items(HELD_OUT_REPLIES, ds) == []
+    assert Counter(g.gold for g in embedded_judge.label_items(HELD_OUT_REPLIES, shipped)
+                   )["SAFE"] == 6
 
 
 def test_trust_note_quotes_the_hard_set_when_measured() -> None:

@@ -336,12 +336,21 @@ def training_fingerprint(real_replies: Path | None = REAL_REPLIES) -> str:
     return f"{VERSION}:{digest}"
 
 
+def label_items(path: Path, ds: Dataset, *, skip_unknown: bool = False) -> list[GoldItem]:
+    """:func:`label_file_items`, except that the packaged files (:data:`REAL_REPLIES`,
+    :data:`HELD_OUT_REPLIES`) label the shipped set only: against any other set, which may
+    reuse their dialogue ids for other dialogues, they give nothing."""
+    if path.resolve() in {REAL_REPLIES.resolve(), HELD_OUT_REPLIES.resolve()}:
+        return label_file_items(path, ds, skip_unknown=True) if is_shipped(ds) else []
+    return label_file_items(path, ds, skip_unknown=skip_unknown)
+
+
 def labelled_examples(ds: Dataset, path: Path, allowed: Iterable[str], *,
                       skip_unknown: bool = False) -> list[Example]:
     """Real-reply examples from a ``judge-check --labels`` file, keeping only dialogues in
-    ``allowed``; ``skip_unknown`` as for :func:`label_file_items`."""
+    ``allowed``; ``skip_unknown`` and the packaged files as for :func:`label_items`."""
     keep = set(allowed)
-    return [as_example(g, real=True) for g in label_file_items(path, ds, skip_unknown=skip_unknown)
+    return [as_example(g, real=True) for g in label_items(path, ds, skip_unknown=skip_unknown)
             if g.dialogue_id in keep]
 
 
@@ -406,7 +415,7 @@ def train_embedded(ds: Dataset, *, seed: int = 0, out: Path | None = None,
         model.meta["real_replies_extra"] = scored(
             model, extra, file=f"{real_file.name} (rows of held-out dialogues)")
     if real_check is not None and real_check.is_file():
-        items = label_file_items(real_check, ds, skip_unknown=real_check == HELD_OUT_REPLIES)
+        items = label_items(real_check, ds)
         held = set(test_ids)
         real = [as_example(g, real=True) for g in items if g.dialogue_id in held]
         if real:  # rows of training dialogues would score training fit: left out, counted
