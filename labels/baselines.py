@@ -47,14 +47,17 @@ def best_length_rule(gold: list[str], words: list[int]) -> tuple[float, float]:
 
 def main() -> None:
     def rows(path: Path) -> list[dict[str, str]]:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        """The labelled rows; a blank label (the passes disagreed) is context only."""
+        return [r for r in map(json.loads, filter(str.strip, path.read_text().splitlines()))
+                if r.get("label")]
 
     refs = [{"reply": getattr(d.references, lab), "label": lab.upper()}
             for d in load_shipped() for lab in ("safe", "unsafe", "ambiguous")
             if d.references is not None]
     hard = [{"reply": r.reply, "label": r.label} for r in load_shipped_hard_set().rows]
     sets = {"references": refs, "hard set": hard, "references + hard set": refs + hard,
-            HELD_OUT_REPLIES.name: rows(HELD_OUT_REPLIES), REAL_REPLIES.name: rows(REAL_REPLIES)}
+            HELD_OUT_REPLIES.name: rows(HELD_OUT_REPLIES), REAL_REPLIES.name: rows(REAL_REPLIES),
+            "smollm2_t07_first.jsonl": rows(Path(__file__).parent / "smollm2_t07_first.jsonl")}
     for name, items in sets.items():
         gold = [r["label"] for r in items]
         kappa, f1 = best_length_rule(gold, [len(r["reply"].split()) for r in items])
